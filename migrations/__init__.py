@@ -1,0 +1,69 @@
+"""Alembic migrations: the only way the schema is made or changed.
+
+`upgrade(url)` is what `reflexa db upgrade` runs; `schema_status(engine)` is what the
+server checks at start-up so it can refuse an out-of-date schema with the fix.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import Engine
+
+from store.database import create_db_engine
+
+HERE = Path(__file__).resolve().parent
+
+
+def alembic_config(url: str) -> Config:
+    cfg = Config()
+    cfg.set_main_option("script_location", str(HERE))
+    # ConfigParser interpolation would mangle '%' in URL-encoded passwords.
+    cfg.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
+    return cfg
+
+
+def _run(url: str, fn: Callable[[Config, str], None], revision: str) -> None:
+    # Our own engine: it creates the SQLite data directory and sets the pragmas.
+    engine = create_db_engine(url)
+    try:
+        with engine.begin() as conn:
+            cfg = alembic_config(url)
+            cfg.attributes["connection"] = conn
+            fn(cfg, revision)
+    finally:
+        engine.dispose()
+
+
+def upgrade(url: str, revision: str = "head") -> None:
+    _run(url, command.upgrade, revision)
+
+
+def downgrade(url: str, revision: str) -> None:
+    _run(url, command.downgrade, revision)
+
+
+def heads() -> tuple[str, ...]:
+    return tuple(ScriptDirectory(str(HERE)).get_heads())
+
+
+@dataclass(frozen=True)
+class SchemaStatus:
+    current: tuple[str, ...]
+    head: tuple[str, ...]
+
+    @property
+    def up_to_date(self) -> bool:
+        return set(self.current) == set(self.head)
+
+
+def schema_status(engine: Engine) -> SchemaStatus:
+    with engine.connect() as conn:
+        current = MigrationContext.configure(conn).get_current_heads()
+    return SchemaStatus(current=tuple(current), head=heads())

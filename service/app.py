@@ -1,0 +1,135 @@
+"""The FastAPI application factory and its lifespan."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from migrations import schema_status
+from service.body_limit import BodyLimitMiddleware
+from service.container import Services
+from service.errors import ReflexaError
+from service.health.router import router as health_router
+from service.keys.router import router as keys_router
+from service.metrics import Metrics, MetricsMiddleware
+from service.namespaces.router import router as namespaces_router
+from service.settings import Settings, get_settings
+from service.trajectories.router import router as trajectories_router
+from store.database import Database
+
+log = logging.getLogger("reflexa")
+
+
+class SchemaOutOfDate(RuntimeError):
+    pass
+
+
+def check_schema(db: Database) -> None:
+    status = schema_status(db.engine)
+    if not status.up_to_date:
+        current = ", ".join(status.current) or "empty"
+        raise SchemaOutOfDate(
+            f"database schema is at revision {current} but this version of Reflexa needs "
+            f"{', '.join(status.head)}; run `reflexa db upgrade` (same REFLEXA_DATABASE_URL) and start again"
+        )
+
+
+def _field_path(loc: tuple[Any, ...]) -> str:
+    """('body', 'steps', 3, 'state', 'observation') -> 'steps[3].state.observation'."""
+    parts = list(loc)
+    if parts and parts[0] in ("body", "query", "path", "header"):
+        parts = parts[1:]
+    out = ""
+    for part in parts:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else str(part)
+    return out or "body"
+
+
+def _validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:
+    errors = []
+    for err in exc.errors():
+        field = _field_path(tuple(err.get("loc", ())))
+        rule = err.get("type", "invalid")
+        if rule == "json_invalid":
+            field = "body"
+        errors.append({"field": field, "rule": rule, "message": f"{field}: {err.get('msg', 'invalid')}"})
+    first = errors[0] if errors else {"field": "body", "rule": "invalid", "message": "invalid request"}
+    body = {"error": {"type": "invalid_input", **first, "errors": errors}}
+    return JSONResponse(body, status_code=422)
+
+
+def _reflexa_error(_: Request, exc: ReflexaError) -> JSONResponse:
+    headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
+    return JSONResponse(exc.to_body(), status_code=exc.status, headers=headers)
+
+
+def _http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+    # Framework-raised errors (unknown route, wrong method, undecodable body) get
+    # the same error shape as ours.
+    kind = {404: "not_found", 405: "method_not_allowed", 400: "invalid_input"}.get(
+        exc.status_code, "http_error"
+    )
+    message = str(exc.detail)
+    if exc.status_code == 400 and "parsing the body" in message:
+        message = "request body is not valid JSON in UTF-8"
+    body: dict[str, Any] = {"type": kind, "message": message}
+    if exc.status_code == 400:
+        body.update(field="body", rule="json_utf8")
+    return JSONResponse({"error": body}, status_code=exc.status_code, headers=getattr(exc, "headers", None))
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    settings = settings or get_settings()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        db = Database(
+            settings.resolved_database_url,
+            pool_size=settings.db_pool_size,
+            busy_timeout_ms=settings.sqlite_busy_timeout_ms,
+        )
+        if settings.check_schema:
+            check_schema(db)
+        services = Services.build(settings, db)
+        boot = services.keys.bootstrap_admin(settings.admin_key)
+        if boot.generated_secret:
+            # Shown once: only its hash is stored.
+            print(
+                f"\n  Reflexa admin key (shown once, store it now): {boot.generated_secret}\n",
+                file=sys.stderr,
+                flush=True,
+            )
+        app.state.services = services
+        metrics.watch_jobs(db)
+        try:
+            yield
+        finally:
+            db.dispose()
+
+    app = FastAPI(
+        title="Reflexa",
+        version="0.1.0",
+        summary="Agent memory and reflection service",
+        lifespan=lifespan,
+    )
+    metrics = Metrics()
+    app.state.metrics = metrics
+    app.add_middleware(MetricsMiddleware, metrics=metrics)
+    app.add_middleware(BodyLimitMiddleware, max_bytes=settings.limits.max_body_bytes)
+    app.add_exception_handler(RequestValidationError, _validation_error)  # type: ignore[arg-type]
+    app.add_exception_handler(ReflexaError, _reflexa_error)  # type: ignore[arg-type]
+    app.add_exception_handler(StarletteHTTPException, _http_error)  # type: ignore[arg-type]
+    for router in (health_router, keys_router, namespaces_router, trajectories_router):
+        app.include_router(router)
+    return app

@@ -1,0 +1,138 @@
+"""Server-side commands of the `reflexa` CLI: serve, db, keys.
+
+The `reflexa` command belongs to the client package; it finds these through the
+`reflexa.commands` entry point, so a client-only install has no server commands
+and the client never imports server code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from pydantic import ValidationError
+
+from service.settings import Settings, get_settings
+
+
+def _settings(args: argparse.Namespace) -> Settings:
+    settings = get_settings()
+    if getattr(args, "database_url", None):
+        settings = settings.model_copy(update={"database_url": args.database_url})
+    return settings
+
+
+def _serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from migrations import upgrade
+    from service.app import create_app
+
+    settings = _settings(args)
+    url = settings.resolved_database_url
+    migrate = args.migrate if args.migrate is not None else url.startswith("sqlite")
+    if migrate:
+        upgrade(url)
+    host = args.host or settings.host
+    port = args.port or settings.port
+    print(f"Reflexa on http://{host}:{port}  (database: {_redact(url)})", file=sys.stderr, flush=True)
+    uvicorn.run(create_app(settings), host=host, port=port, log_level=args.log_level, access_log=False)
+    return 0
+
+
+def _redact(url: str) -> str:
+    from sqlalchemy.engine import make_url
+
+    return make_url(url).render_as_string(hide_password=True)
+
+
+def _db_upgrade(args: argparse.Namespace) -> int:
+    from migrations import upgrade
+
+    url = _settings(args).resolved_database_url
+    upgrade(url, args.revision)
+    print(f"database at {_redact(url)} upgraded to {args.revision}", file=sys.stderr)
+    return 0
+
+
+def _db_current(args: argparse.Namespace) -> int:
+    from migrations import schema_status
+    from store.database import create_db_engine
+
+    engine = create_db_engine(_settings(args).resolved_database_url)
+    try:
+        status = schema_status(engine)
+    finally:
+        engine.dispose()
+    print(
+        json.dumps(
+            {"current": list(status.current), "head": list(status.head), "up_to_date": status.up_to_date}
+        )
+    )
+    return 0 if status.up_to_date else 1
+
+
+def _keys_create(args: argparse.Namespace) -> int:
+    from migrations import schema_status
+    from service.errors import ReflexaError
+    from service.keys.schemas import KeyCreate
+    from service.keys.service import KeyService
+    from store.database import Database
+
+    settings = _settings(args)
+    db = Database(settings.resolved_database_url)
+    try:
+        if not schema_status(db.engine).up_to_date:
+            print("database schema is not current; run `reflexa db upgrade` first", file=sys.stderr)
+            return 2
+        body = KeyCreate(role=args.role, namespaces=args.namespace, description=args.description)
+        created = KeyService(db).create_unchecked(body)
+    except (ValidationError, ReflexaError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        db.dispose()
+    print(created.model_dump_json(indent=2))
+    return 0
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """Entry point `reflexa.commands`: add the server commands to `reflexa`."""
+    db_url = {"help": "overrides REFLEXA_DATABASE_URL"}
+
+    serve = subparsers.add_parser(
+        "serve", help="start the service (embedded defaults: SQLite under ./reflexa-data)"
+    )
+    serve.add_argument("--host")
+    serve.add_argument("--port", type=int)
+    serve.add_argument("--database-url", **db_url)
+    serve.add_argument(
+        "--migrate",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="upgrade the schema before starting (default: on for SQLite, off for PostgreSQL)",
+    )
+    serve.add_argument("--log-level", default="info")
+    serve.set_defaults(func=_serve)
+
+    db = subparsers.add_parser("db", help="database schema")
+    db_sub = db.add_subparsers(dest="db_command", required=True)
+    up = db_sub.add_parser("upgrade", help="migrate the schema to the newest revision")
+    up.add_argument("--revision", default="head")
+    up.add_argument("--database-url", **db_url)
+    up.set_defaults(func=_db_upgrade)
+    cur = db_sub.add_parser("current", help="show the schema revision; exit 1 when out of date")
+    cur.add_argument("--database-url", **db_url)
+    cur.set_defaults(func=_db_current)
+
+    keys = subparsers.add_parser("keys", help="API keys (direct database access)")
+    keys_sub = keys.add_subparsers(dest="keys_command", required=True)
+    create = keys_sub.add_parser("create", help="create a key and print it once")
+    create.add_argument("--role", required=True, choices=["admin", "operator", "agent", "trainer"])
+    create.add_argument(
+        "--namespace", action="append", required=True, help="repeat for several; '*' for all namespaces"
+    )
+    create.add_argument("--description")
+    create.add_argument("--database-url", **db_url)
+    create.set_defaults(func=_keys_create)

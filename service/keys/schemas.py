@@ -1,0 +1,33 @@
+"""API key schemas."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import Field
+
+from service.schemas import RequestModel, ResponseModel
+
+Role = Literal["admin", "operator", "agent", "trainer"]
+
+
+class KeyCreate(RequestModel):
+    role: Role
+    namespaces: list[str] = Field(
+        min_length=1, description='namespace names this key may touch, or ["*"] for all'
+    )
+    description: str | None = Field(None, max_length=200)
+
+
+class KeyRead(ResponseModel):
+    id: str
+    role: Role
+    namespaces: list[str]
+    description: str | None = None
+    created_at: datetime
+    revoked_at: datetime | None = None
+
+
+class KeyCreated(KeyRead):
+    key: str = Field(description="the secret; shown only in this response")

@@ -1,0 +1,117 @@
+"""API keys: creation, authentication, and the admin key bootstrap."""
+
+from __future__ import annotations
+
+import re
+import secrets
+import time
+from dataclasses import dataclass
+
+from service.auth import Permission, Principal, hash_key, new_key_secret
+from service.errors import InvalidInput, Unauthorized
+from service.keys.schemas import KeyCreate, KeyCreated
+from service.schemas import NAMESPACE_PATTERN
+from store import keys as repo
+from store.database import Database
+
+_NAMESPACE_RE = re.compile(NAMESPACE_PATTERN)
+ENV_ADMIN_KEY_ID = "admin-env"
+
+
+@dataclass
+class BootstrapResult:
+    generated_secret: str | None  # set only when a new admin key was made: show it once
+
+
+class KeyService:
+    # A verified key is trusted this long without a database lookup; keeps auth off
+    # the ingest hot path.
+    CACHE_SECONDS = 30.0
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+        self._cache: dict[str, tuple[float, Principal]] = {}
+
+    def create(self, principal: Principal, body: KeyCreate) -> KeyCreated:
+        principal.require(Permission.KEYS_MANAGE)
+        return self.create_unchecked(body)
+
+    def create_unchecked(self, body: KeyCreate) -> KeyCreated:
+        """For the CLI (`reflexa keys create`), which has database access, not a key."""
+        for i, ns in enumerate(body.namespaces):
+            if ns != "*" and not _NAMESPACE_RE.match(ns):
+                raise InvalidInput(
+                    f"namespaces[{i}] {ns!r} is not a namespace name (or '*')",
+                    field=f"namespaces[{i}]",
+                    rule="pattern",
+                )
+        secret = new_key_secret()
+        with self.db.write() as session:
+            row = repo.insert_key(
+                session,
+                id="key_" + secrets.token_hex(8),
+                key_hash=hash_key(secret),
+                role=body.role,
+                namespaces=sorted(set(body.namespaces)),
+                description=body.description,
+            )
+            return KeyCreated(
+                id=row.id,
+                role=row.role,  # type: ignore[arg-type]
+                namespaces=row.namespaces,
+                description=row.description,
+                created_at=row.created_at,
+                key=secret,
+            )
+
+    def authenticate(self, authorization: str | None) -> Principal:
+        if not authorization:
+            raise Unauthorized("missing Authorization header; send 'Authorization: Bearer <key>'")
+        scheme, _, secret = authorization.partition(" ")
+        if scheme.lower() != "bearer" or not secret.strip():
+            raise Unauthorized("Authorization header must be 'Bearer <key>'")
+        digest = hash_key(secret.strip())
+        now = time.monotonic()
+        hit = self._cache.get(digest)
+        if hit is not None and hit[0] > now:
+            return hit[1]
+        with self.db.read() as session:
+            row = repo.get_key_by_hash(session, digest)
+            if row is None or row.revoked_at is not None:
+                raise Unauthorized("unknown or revoked API key")
+            principal = Principal(key_id=row.id, role=row.role, namespaces=frozenset(row.namespaces))
+        self._cache[digest] = (now + self.CACHE_SECONDS, principal)
+        return principal
+
+    def bootstrap_admin(self, env_secret: str | None) -> BootstrapResult:
+        """REFLEXA_ADMIN_KEY, when set, is (re)registered as an admin key. Otherwise,
+        if no admin key exists yet, one is generated and returned to be shown once."""
+        with self.db.write() as session:
+            if env_secret:
+                digest = hash_key(env_secret)
+                if repo.get_key_by_hash(session, digest) is None:
+                    old = repo.get_key(session, ENV_ADMIN_KEY_ID)
+                    if old is not None:  # the env key changed: replace the old one
+                        session.delete(old)
+                        session.flush()
+                    repo.insert_key(
+                        session,
+                        id=ENV_ADMIN_KEY_ID,
+                        key_hash=digest,
+                        role="admin",
+                        namespaces=["*"],
+                        description="from REFLEXA_ADMIN_KEY",
+                    )
+                return BootstrapResult(generated_secret=None)
+            if repo.has_active_admin_key(session):
+                return BootstrapResult(generated_secret=None)
+            secret = new_key_secret()
+            repo.insert_key(
+                session,
+                id="key_" + secrets.token_hex(8),
+                key_hash=hash_key(secret),
+                role="admin",
+                namespaces=["*"],
+                description="generated on first start",
+            )
+            return BootstrapResult(generated_secret=secret)

@@ -1,0 +1,85 @@
+"""Prometheus metrics: request counts and latencies by route template, plus queue
+depths read from SQL at scrape time (so every replica reports the shared truth)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from store.database import Database
+from store.jobs import count_jobs_by_status
+
+
+class _JobsCollector(Collector):
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        family = GaugeMetricFamily(
+            "reflexa_jobs", "Jobs in the queue table by kind and status", labels=["kind", "status"]
+        )
+        try:
+            with self.db.read() as session:
+                counts = count_jobs_by_status(session)
+        except Exception:  # a scrape must not fail because the database blinked
+            counts = {}
+        for (kind, status), n in sorted(counts.items()):
+            family.add_metric([kind, status], n)
+        yield family
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.requests = Counter(
+            "reflexa_http_requests", "HTTP requests", ["method", "route", "status"], registry=self.registry
+        )
+        self.latency = Histogram(
+            "reflexa_http_request_seconds",
+            "HTTP request latency",
+            ["method", "route"],
+            buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+            registry=self.registry,
+        )
+        self._jobs: _JobsCollector | None = None
+
+    def watch_jobs(self, db: Database) -> None:
+        """Report queue depths from this database (called once the lifespan has it)."""
+        if self._jobs is not None:
+            self.registry.unregister(self._jobs)
+        self._jobs = _JobsCollector(db)
+        self.registry.register(self._jobs)
+
+
+class MetricsMiddleware:
+    """Pure ASGI (no BaseHTTPMiddleware), so streaming and background tasks keep working."""
+
+    def __init__(self, app: ASGIApp, metrics: Metrics) -> None:
+        self.app = app
+        self.metrics = metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        start = time.perf_counter()
+        status = [500]
+
+        async def send_wrapper(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                status[0] = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_wrapper)
+        finally:
+            route = scope.get("route")
+            template = getattr(route, "path", "unmatched")
+            method = scope["method"]
+            self.metrics.requests.labels(method, template, str(status[0])).inc()
+            self.metrics.latency.labels(method, template).observe(time.perf_counter() - start)

@@ -1,0 +1,28 @@
+"""/v1/namespaces."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Response
+
+from service.deps import PrincipalDep, ServicesDep
+from service.namespaces.schemas import NamespaceCreate, NamespaceRead
+from service.schemas import Page
+
+router = APIRouter(prefix="/v1/namespaces", tags=["namespaces"])
+
+
+@router.post("", status_code=201, response_model=NamespaceRead, operation_id="create_namespace")
+def create_namespace(
+    body: NamespaceCreate, principal: PrincipalDep, services: ServicesDep, response: Response
+) -> NamespaceRead:
+    """Create a namespace (admin). Repeating an identical request answers 200."""
+    ns, created = services.namespaces.create(principal, body)
+    if not created:
+        response.status_code = 200
+    return ns
+
+
+@router.get("", response_model=Page[NamespaceRead], operation_id="list_namespaces")
+def list_namespaces(principal: PrincipalDep, services: ServicesDep) -> Page[NamespaceRead]:
+    """The namespaces this key may touch."""
+    return Page[NamespaceRead](items=services.namespaces.list(principal), next_cursor=None)

@@ -1,0 +1,58 @@
+"""Namespaces: creation (idempotent by name) and the existence check every
+namespaced request goes through."""
+
+from __future__ import annotations
+
+from sqlalchemy.orm import Session
+
+from service.auth import Permission, Principal
+from service.errors import Conflict, NotFound
+from service.namespaces.schemas import NamespaceCreate, NamespaceRead
+from store import namespaces as repo
+from store.database import Database
+
+
+class NamespaceService:
+    def __init__(self, db: Database) -> None:
+        self.db = db
+        # Namespaces are never deleted through the API, so a name once seen stays
+        # valid: skip the lookup on the ingest hot path.
+        self._known: set[str] = set()
+
+    def require(self, session: Session, name: str) -> None:
+        if name in self._known:
+            return
+        if repo.get_namespace(session, name) is None:
+            raise NotFound(f"namespace {name!r} not found", field="namespace")
+        self._known.add(name)
+
+    def create(self, principal: Principal, body: NamespaceCreate) -> tuple[NamespaceRead, bool]:
+        """Returns (namespace, created). An identical repeat is a replay; a
+        different one for an existing name is a conflict."""
+        principal.require(Permission.NAMESPACES_CREATE)
+        settings = body.settings.model_dump(mode="json")
+
+        def work(session: Session) -> tuple[NamespaceRead, bool]:
+            existing = repo.get_namespace(session, body.name)
+            if existing is not None:
+                if existing.settings != settings:
+                    raise Conflict(
+                        f"namespace {body.name!r} exists with different settings",
+                        field="settings",
+                        rule="idempotent_replay",
+                    )
+                return NamespaceRead.model_validate(existing, from_attributes=True), False
+            row = repo.insert_namespace(session, body.name, settings)
+            return NamespaceRead.model_validate(row, from_attributes=True), True
+
+        result = self.db.run_write(work)
+        self._known.add(body.name)
+        return result
+
+    def list(self, principal: Principal) -> list[NamespaceRead]:
+        scope = None if principal.all_namespaces else principal.namespaces
+        with self.db.read() as session:
+            return [
+                NamespaceRead.model_validate(r, from_attributes=True)
+                for r in repo.list_namespaces(session, scope)
+            ]

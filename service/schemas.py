@@ -1,0 +1,32 @@
+"""Schema bases shared by every domain: request models forbid unknown fields and
+coerce nothing (a wrong type is an error, not a guess); response models ignore
+unknown fields so old clients survive new ones."""
+
+from __future__ import annotations
+
+from typing import Annotated, Generic, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field
+
+ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$"
+ID_RULE = "1-128 characters of letters, digits and . _ : @ -, starting with a letter or digit"
+NAMESPACE_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,62}$"
+
+ClientId = Annotated[str, Field(pattern=ID_PATTERN, description=ID_RULE)]
+Label = Annotated[str, Field(min_length=1, max_length=200)]
+
+
+class RequestModel(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
+
+
+class ResponseModel(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+
+T = TypeVar("T")
+
+
+class Page(ResponseModel, Generic[T]):
+    items: list[T]
+    next_cursor: str | None = Field(None, description="pass as `cursor` for the next page; null at the end")

@@ -1,0 +1,61 @@
+"""Every setting in one place: environment variables `REFLEXA_…`, nested with `__`
+(e.g. `REFLEXA_LIMITS__MAX_TEXT_CHARS`). Read through `get_settings()`; tests build
+their own `Settings(...)` and hand it to `create_app`."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Limits(BaseModel):
+    """Input limits. Anything over them is refused with a 4xx naming the field."""
+
+    max_body_bytes: int = Field(32 * 1024 * 1024, description="largest request body accepted (413 above)")
+    max_text_chars: int = Field(
+        1_048_576, description="longest text field (observation, result, task, internal state …)"
+    )
+    max_json_bytes: int = Field(
+        262_144, description="largest structured JSON value (state data, action object, metadata)"
+    )
+    max_json_depth: int = Field(32, description="deepest nesting of a structured JSON value")
+    max_steps_per_request: int = Field(10_000, description="most steps in one request (all items summed)")
+    max_steps_per_trajectory: int = Field(100_000, description="most steps one trajectory may hold")
+    max_batch_trajectories: int = Field(1_000, description="most trajectories in one batch request")
+    max_page_size: int = Field(500, description="largest `limit` of a list request")
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix="REFLEXA_", env_nested_delimiter="__", extra="ignore", env_file=None
+    )
+
+    data_dir: Path = Field(Path("./reflexa-data"), description="where the embedded defaults keep their files")
+    database_url: str | None = Field(
+        None,
+        description="sqlite:///path.db or postgresql+psycopg://user@host/db; "
+        "default: SQLite at <data_dir>/reflexa.db",
+    )
+    db_pool_size: int = Field(10, description="connections per process (PostgreSQL)")
+    sqlite_busy_timeout_ms: int = Field(30_000, description="how long a SQLite writer waits for the lock")
+    admin_key: str | None = Field(
+        None, description="admin API key; when unset one is generated on first start and printed once"
+    )
+    host: str = Field("127.0.0.1", description="`reflexa serve` bind address")
+    port: int = Field(8080, description="`reflexa serve` port")
+    check_schema: bool = Field(True, description="refuse to start on an out-of-date database schema")
+    limits: Limits = Field(default_factory=Limits)
+
+    @property
+    def resolved_database_url(self) -> str:
+        if self.database_url:
+            return self.database_url
+        return f"sqlite:///{(self.data_dir / 'reflexa.db').resolve()}"
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    return Settings()

@@ -1,0 +1,171 @@
+"""/v1/namespaces/{ns}/trajectories: thin HTTP edge over TrajectoryService."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Literal
+
+from fastapi import APIRouter, Path, Query, Response
+
+from service.deps import PrincipalDep, ServicesDep
+from service.errors import InvalidInput
+from service.schemas import ID_PATTERN, NAMESPACE_PATTERN, Page
+from service.trajectories.schemas import (
+    BatchWritten,
+    OutcomeIn,
+    StepsAppend,
+    StepsAppended,
+    TrajectoryBatchCreate,
+    TrajectoryCreate,
+    TrajectoryDeleted,
+    TrajectoryRead,
+    TrajectoryWritten,
+)
+from service.trajectories.service import task_hash
+from store.trajectories import TrajectoryFilters
+
+router = APIRouter(prefix="/v1/namespaces/{ns}/trajectories", tags=["trajectories"])
+
+Ns = Annotated[str, Path(pattern=NAMESPACE_PATTERN, description="namespace name")]
+TrajectoryId = Annotated[str, Path(pattern=ID_PATTERN, description="trajectory id")]
+TOKEN_HEADER = "X-Reflexa-Consistency-Token"
+
+WRITE_RESPONSES = {
+    200: {"description": "an identical request was already applied (idempotent replay)"},
+    409: {"description": "the id exists with a different body, or the trajectory is closed"},
+    422: {"description": "invalid input; the error names the field and the rule"},
+}
+
+
+@router.post(
+    "",
+    status_code=201,
+    response_model=TrajectoryWritten,
+    operation_id="create_trajectory",
+    responses=WRITE_RESPONSES,
+)
+def create_trajectory(
+    ns: Ns, body: TrajectoryCreate, principal: PrincipalDep, services: ServicesDep, response: Response
+) -> TrajectoryWritten:
+    """Store one trajectory (steps and outcome optional), durably, before answering."""
+    written, created = services.trajectories.create(principal, ns, body)
+    response.status_code = 201 if created else 200
+    response.headers[TOKEN_HEADER] = written.consistency_token
+    return written
+
+
+@router.post(
+    "/batch",
+    status_code=201,
+    response_model=BatchWritten,
+    operation_id="create_trajectories_batch",
+    responses=WRITE_RESPONSES,
+)
+def create_trajectories_batch(
+    ns: Ns, body: TrajectoryBatchCreate, principal: PrincipalDep, services: ServicesDep, response: Response
+) -> BatchWritten:
+    """Store many trajectories (e.g. a rollout group) atomically: all are stored, or
+    none and the error names the item (`trajectories[3].steps[2].state.observation`).
+    Items identical to stored ones count as replays (`created: false`)."""
+    written, any_created = services.trajectories.create_batch(principal, ns, body.trajectories)
+    response.status_code = 201 if any_created else 200
+    response.headers[TOKEN_HEADER] = written.consistency_token
+    return written
+
+
+@router.get("", response_model=Page[TrajectoryRead], operation_id="list_trajectories")
+def list_trajectories(
+    ns: Ns,
+    principal: PrincipalDep,
+    services: ServicesDep,
+    environment: str | None = None,
+    agent: str | None = None,
+    task: str | None = Query(None, description="exact task text"),
+    policy_version: str | None = None,
+    group_id: str | None = None,
+    status: Literal["open", "closed"] | None = None,
+    success: bool | None = None,
+    created_after: datetime | None = None,
+    created_before: datetime | None = None,
+    include_steps: bool = False,
+    cursor: str | None = None,
+    limit: int = Query(50, ge=1),
+) -> Page[TrajectoryRead]:
+    """Newest first, with cursor pagination."""
+    max_limit = services.settings.limits.max_page_size
+    if limit > max_limit:
+        raise InvalidInput(f"limit is {limit}; at most {max_limit}", field="limit", rule="max_page_size")
+    for name, value in (("created_after", created_after), ("created_before", created_before)):
+        if value is not None and value.tzinfo is None:
+            raise InvalidInput(
+                f"{name} needs a timezone (e.g. 2026-01-01T00:00:00Z)", field=name, rule="aware"
+            )
+    filters = TrajectoryFilters(
+        environment=environment,
+        agent=agent,
+        task_hash=task_hash(task) if task is not None else None,
+        policy_version=policy_version,
+        group_id=group_id,
+        status=status,
+        success=success,
+        created_after=created_after,
+        created_before=created_before,
+    )
+    items, next_cursor = services.trajectories.list(
+        principal, ns, filters, cursor=cursor, limit=limit, include_steps=include_steps
+    )
+    return Page[TrajectoryRead](items=items, next_cursor=next_cursor)
+
+
+@router.get("/{id}", response_model=TrajectoryRead, operation_id="get_trajectory")
+def get_trajectory(
+    ns: Ns, id: TrajectoryId, principal: PrincipalDep, services: ServicesDep
+) -> TrajectoryRead:
+    """One trajectory with all its steps."""
+    return services.trajectories.get(principal, ns, id)
+
+
+@router.post(
+    "/{id}/steps", response_model=StepsAppended, operation_id="append_steps", responses=WRITE_RESPONSES
+)
+def append_steps(
+    ns: Ns,
+    id: TrajectoryId,
+    body: StepsAppend,
+    principal: PrincipalDep,
+    services: ServicesDep,
+    response: Response,
+) -> StepsAppended:
+    """Append steps to an open trajectory. Give each step its `index` to make a
+    retried append a harmless replay."""
+    appended = services.trajectories.append_steps(principal, ns, id, body.steps)
+    response.headers[TOKEN_HEADER] = appended.consistency_token
+    return appended
+
+
+@router.post(
+    "/{id}/outcome",
+    response_model=TrajectoryWritten,
+    operation_id="close_trajectory",
+    responses=WRITE_RESPONSES,
+)
+def close_trajectory(
+    ns: Ns,
+    id: TrajectoryId,
+    body: OutcomeIn,
+    principal: PrincipalDep,
+    services: ServicesDep,
+    response: Response,
+) -> TrajectoryWritten:
+    """Record the outcome: closes the trajectory and queues its reflection."""
+    written = services.trajectories.close(principal, ns, id, body)
+    response.headers[TOKEN_HEADER] = written.consistency_token
+    return written
+
+
+@router.delete("/{id}", response_model=TrajectoryDeleted, operation_id="delete_trajectory")
+def delete_trajectory(
+    ns: Ns, id: TrajectoryId, principal: PrincipalDep, services: ServicesDep
+) -> TrajectoryDeleted:
+    """Delete a trajectory, its steps, and every reflection derived only from it."""
+    return services.trajectories.delete(principal, ns, id)

@@ -1,0 +1,139 @@
+"""Trajectory and step schemas of the v1 API."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import Field
+
+from service.schemas import ClientId, Label, RequestModel, ResponseModel
+
+JSONObject = dict[str, Any]
+
+
+class State(RequestModel):
+    observation: str = Field(description="what the agent observed, as text")
+    data: JSONObject | None = Field(None, description="optional structured state")
+
+
+class StepCreate(RequestModel):
+    index: int | None = Field(
+        None,
+        ge=0,
+        description="position in the trajectory; when given it must be the next free index "
+        "(or an index already stored with an identical step, which is a harmless replay)",
+    )
+    state: State
+    internal_state: str | None = Field(None, description="the agent's plan / subgoal / thought")
+    action: str | JSONObject = Field(description="action text or a tool call object")
+    result: str | None = Field(None, description="observation after the action")
+    error: str | None = None
+    reward: float | None = None
+    done: bool = Field(False, description="terminal step")
+    truncated: bool = Field(False, description="cut by a time limit (distinct from done)")
+    caused_failure: bool = Field(False, description="this step caused the episode's failure")
+    metadata: JSONObject | None = None
+
+
+class OutcomeIn(RequestModel):
+    success: bool | None = None
+    reward: float | None = None
+    failure_reason: str | None = None
+    details: JSONObject | None = None
+
+
+class TrajectoryCreate(RequestModel):
+    id: ClientId | None = Field(None, description="client-supplied id; makes retries idempotent")
+    task: str = Field(min_length=1)
+    environment: Label | None = None
+    agent: Label | None = None
+    policy_version: Label | None = None
+    group_id: ClientId | None = Field(None, description="sibling rollouts share a group id")
+    metadata: JSONObject | None = None
+    steps: list[StepCreate] = Field(default_factory=list)
+    outcome: OutcomeIn | None = Field(None, description="given: the trajectory is stored closed")
+    retrieval_ids: list[ClientId] | None = Field(None, description="retrievals whose items this episode used")
+
+
+class TrajectoryBatchCreate(RequestModel):
+    trajectories: list[TrajectoryCreate] = Field(min_length=1)
+
+
+class StepsAppend(RequestModel):
+    steps: list[StepCreate] = Field(min_length=1)
+
+
+class StateRead(ResponseModel):
+    observation: str
+    data: JSONObject | None = None
+
+
+class StepRead(ResponseModel):
+    index: int
+    state: StateRead
+    internal_state: str | None = None
+    action: str | JSONObject
+    result: str | None = None
+    error: str | None = None
+    reward: float | None = None
+    done: bool = False
+    truncated: bool = False
+    caused_failure: bool = False
+    metadata: JSONObject | None = None
+    created_at: datetime
+
+
+class OutcomeRead(ResponseModel):
+    success: bool | None = None
+    reward: float | None = None
+    failure_reason: str | None = None
+    details: JSONObject | None = None
+
+
+class TrajectoryRead(ResponseModel):
+    id: str
+    namespace: str
+    task: str
+    environment: str | None = None
+    agent: str | None = None
+    policy_version: str | None = None
+    group_id: str | None = None
+    metadata: JSONObject | None = None
+    retrieval_ids: list[str] | None = None
+    status: Literal["open", "closed"]
+    outcome: OutcomeRead | None = None
+    step_count: int
+    created_at: datetime
+    updated_at: datetime
+    closed_at: datetime | None = None
+    steps: list[StepRead] | None = Field(None, description="present when asked for (GET one, include_steps)")
+
+
+class TrajectoryWritten(TrajectoryRead):
+    consistency_token: str = Field(description="pass to retrieve for read-your-writes")
+
+
+class BatchItemResult(ResponseModel):
+    id: str
+    created: bool = Field(description="false: an identical trajectory was already stored (a replay)")
+    step_count: int
+    status: Literal["open", "closed"]
+
+
+class BatchWritten(ResponseModel):
+    items: list[BatchItemResult]
+    consistency_token: str
+
+
+class StepsAppended(ResponseModel):
+    trajectory_id: str
+    step_count: int
+    appended: int = Field(description="steps newly stored by this call (replayed ones excluded)")
+    consistency_token: str
+
+
+class TrajectoryDeleted(ResponseModel):
+    id: str
+    deleted_steps: int
+    deleted_reflections: int

@@ -1,0 +1,110 @@
+"""Engines and units of work.
+
+One `Database` per process. A unit of work is one transaction: opened at the edge
+(a request, a job step), committed once at the end, rolled back on any error.
+Repositories only `flush()`.
+
+SQLite: WAL so readers never block the writer, a busy timeout so writers queue
+instead of failing, and `BEGIN IMMEDIATE` for write units so two writers never
+both read and then deadlock on the lock upgrade (SQLITE_BUSY that busy_timeout
+cannot retry). Read units use a plain deferred BEGIN.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session, sessionmaker
+
+_SQLITE_BEGIN_OPTION = "reflexa_sqlite_begin"
+T = TypeVar("T")
+
+
+def _sqlite_engine(url: str, busy_timeout_ms: int) -> Engine:
+    parsed = make_url(url)
+    if parsed.database and parsed.database != ":memory:":
+        Path(parsed.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+    engine = create_engine(
+        url,
+        # The driver's own transaction handling is switched off so that we decide
+        # how each transaction begins (see module docstring).
+        connect_args={"check_same_thread": False, "isolation_level": None},
+        pool_size=8,
+        max_overflow=16,
+        pool_pre_ping=False,
+    )
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_conn: Any, _record: Any) -> None:
+        cur = dbapi_conn.cursor()
+        cur.execute("PRAGMA journal_mode=WAL")
+        cur.execute("PRAGMA synchronous=NORMAL")  # durable across app crashes in WAL mode
+        cur.execute("PRAGMA foreign_keys=ON")
+        cur.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
+        cur.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn: Any) -> None:
+        mode = conn.get_execution_options().get(_SQLITE_BEGIN_OPTION, "DEFERRED")
+        conn.exec_driver_sql(f"BEGIN {mode}")
+
+    return engine
+
+
+def create_db_engine(url: str, *, pool_size: int = 10, busy_timeout_ms: int = 30_000) -> Engine:
+    backend = make_url(url).get_backend_name()
+    if backend == "sqlite":
+        return _sqlite_engine(url, busy_timeout_ms)
+    if backend == "postgresql":
+        return create_engine(url, pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=True)
+    raise ValueError(f"unsupported database URL {url!r}: use sqlite:///… or postgresql+psycopg://…")
+
+
+class Database:
+    """The process's engine plus read and write units of work."""
+
+    def __init__(self, url: str, *, pool_size: int = 10, busy_timeout_ms: int = 30_000) -> None:
+        self.url = url
+        self.engine = create_db_engine(url, pool_size=pool_size, busy_timeout_ms=busy_timeout_ms)
+        self.dialect = self.engine.dialect.name
+        write_bind = self.engine
+        if self.dialect == "sqlite":
+            write_bind = self.engine.execution_options(**{_SQLITE_BEGIN_OPTION: "IMMEDIATE"})
+        self._read = sessionmaker(self.engine, expire_on_commit=False, autoflush=False)
+        self._write = sessionmaker(write_bind, expire_on_commit=False, autoflush=False)
+
+    @contextmanager
+    def write(self) -> Iterator[Session]:
+        """One write transaction: commit at the end, roll back on error."""
+        with self._write() as session, session.begin():
+            yield session
+
+    def run_write(self, work: Callable[[Session], T]) -> T:
+        """Run `work` in one write unit; if it loses a race on a unique key (two
+        clients creating the same id at once), run it once more: the second run
+        sees the winner's row and takes the replay/conflict path."""
+        try:
+            with self.write() as session:
+                return work(session)
+        except IntegrityError:
+            with self.write() as session:
+                return work(session)
+
+    @contextmanager
+    def read(self) -> Iterator[Session]:
+        """One read transaction (rolled back at the end; nothing to commit)."""
+        with self._read() as session:  # autobegins; close() rolls back
+            yield session
+
+    @property
+    def is_postgres(self) -> bool:
+        return self.dialect == "postgresql"
+
+    def dispose(self) -> None:
+        self.engine.dispose()

@@ -1,0 +1,41 @@
+"""API key queries. Only hashes of secrets are stored."""
+
+from __future__ import annotations
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from store.models import ApiKey, utcnow
+
+
+def get_key_by_hash(session: Session, key_hash: str) -> ApiKey | None:
+    return session.scalars(select(ApiKey).where(ApiKey.key_hash == key_hash)).one_or_none()
+
+
+def get_key(session: Session, key_id: str) -> ApiKey | None:
+    return session.get(ApiKey, key_id)
+
+
+def has_active_admin_key(session: Session) -> bool:
+    stmt = select(ApiKey.id).where(ApiKey.role == "admin", ApiKey.revoked_at.is_(None)).limit(1)
+    return session.scalar(stmt) is not None
+
+
+def insert_key(
+    session: Session, *, id: str, key_hash: str, role: str, namespaces: list[str], description: str | None
+) -> ApiKey:
+    row = ApiKey(
+        id=id,
+        key_hash=key_hash,
+        role=role,
+        namespaces=namespaces,
+        description=description,
+        created_at=utcnow(),
+    )
+    session.add(row)
+    session.flush()
+    return row
+
+
+def list_keys(session: Session) -> list[ApiKey]:
+    return list(session.scalars(select(ApiKey).order_by(ApiKey.created_at)))

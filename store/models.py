@@ -1,0 +1,298 @@
+"""ORM models: the SQL schema that is the source of truth.
+
+Every table is created by Alembic migrations only (see migrations/); a test checks
+that the migrated schema equals this metadata on SQLite and PostgreSQL.
+
+Rows are scoped by namespace. Public ids are client-visible strings unique within a
+namespace; integer surrogate keys (`pk`) join tables and give a stable insert order
+for cursors.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+from sqlalchemy.types import TypeDecorator
+
+NAMING_CONVENTION = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+# JSONB on PostgreSQL (indexable, compact), plain JSON text elsewhere.
+JSONType = JSON().with_variant(JSONB(), "postgresql")
+# SQLite only auto-increments INTEGER PRIMARY KEY, so BigInteger keys are INTEGER there.
+BigPK = BigInteger().with_variant(Integer(), "sqlite")
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """Timezone-aware UTC datetimes on both engines (SQLite drops tzinfo on its own)."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Any) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("naive datetime given to a UTC column")
+        return value.astimezone(UTC)
+
+    def process_result_value(self, value: datetime | None, dialect: Any) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+
+
+class Namespace(Base):
+    __tablename__ = "namespaces"
+
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    settings: Mapped[dict[str, Any]] = mapped_column(JSONType, default=dict)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class ApiKey(Base):
+    """An API key. Only a SHA-256 of the secret is stored: keys are 256-bit random
+    tokens, so a fast hash is as safe as a slow one and keeps auth off the hot path."""
+
+    __tablename__ = "api_keys"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    key_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    role: Mapped[str] = mapped_column(String(16))
+    namespaces: Mapped[list[str]] = mapped_column(JSONType)  # ["*"] means every namespace
+    description: Mapped[str | None] = mapped_column(String(200))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+
+
+class Trajectory(Base):
+    __tablename__ = "trajectories"
+    __table_args__ = (
+        UniqueConstraint("namespace", "id"),
+        Index("ix_trajectories_ns_env", "namespace", "environment", "pk"),
+        Index("ix_trajectories_ns_task", "namespace", "task_hash", "pk"),
+        Index("ix_trajectories_ns_group", "namespace", "group_id"),
+    )
+
+    pk: Mapped[int] = mapped_column(BigPK, primary_key=True, autoincrement=True)
+    namespace: Mapped[str] = mapped_column(ForeignKey("namespaces.name", ondelete="CASCADE"))
+    id: Mapped[str] = mapped_column(String(128))
+    task: Mapped[str] = mapped_column(Text)
+    task_hash: Mapped[str] = mapped_column(String(16))  # for equality filters on long task texts
+    environment: Mapped[str | None] = mapped_column(String(200))
+    agent: Mapped[str | None] = mapped_column(String(200))
+    policy_version: Mapped[str | None] = mapped_column(String(200))
+    group_id: Mapped[str | None] = mapped_column(String(128))
+    metadata_: Mapped[dict[str, Any] | None] = mapped_column("metadata", JSONType)
+    retrieval_ids: Mapped[list[str] | None] = mapped_column(JSONType)
+    status: Mapped[str] = mapped_column(String(8), default="open")  # open | closed
+    success: Mapped[bool | None] = mapped_column(Boolean)
+    reward: Mapped[float | None] = mapped_column(Float)
+    failure_reason: Mapped[str | None] = mapped_column(Text)
+    outcome_details: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
+    step_count: Mapped[int] = mapped_column(Integer, default=0)
+    # SHA-256 of the canonical create request: an idempotent replay must match it.
+    request_hash: Mapped[str] = mapped_column(String(64))
+    created_by: Mapped[str | None] = mapped_column(String(64))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    closed_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+
+    steps: Mapped[list[Step]] = relationship(
+        back_populates="trajectory", order_by="Step.index", lazy="raise", passive_deletes=True
+    )
+
+
+class Step(Base):
+    __tablename__ = "steps"
+    __table_args__ = (UniqueConstraint("trajectory_pk", "index"),)
+
+    pk: Mapped[int] = mapped_column(BigPK, primary_key=True, autoincrement=True)
+    trajectory_pk: Mapped[int] = mapped_column(ForeignKey("trajectories.pk", ondelete="CASCADE"))
+    index: Mapped[int] = mapped_column(Integer)
+    observation: Mapped[str] = mapped_column(Text)
+    state_data: Mapped[Any | None] = mapped_column(JSONType)
+    internal_state: Mapped[str | None] = mapped_column(Text)
+    action: Mapped[Any] = mapped_column(JSONType)  # a string or a tool-call object
+    result: Mapped[str | None] = mapped_column(Text)
+    error: Mapped[str | None] = mapped_column(Text)
+    reward: Mapped[float | None] = mapped_column(Float)
+    done: Mapped[bool] = mapped_column(Boolean, default=False)
+    truncated: Mapped[bool] = mapped_column(Boolean, default=False)
+    caused_failure: Mapped[bool] = mapped_column(Boolean, default=False)
+    metadata_: Mapped[dict[str, Any] | None] = mapped_column("metadata", JSONType)
+    # SHA-256 of the canonical step body: a retried append must match what is stored.
+    content_hash: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+    trajectory: Mapped[Trajectory] = relationship(back_populates="steps", lazy="raise")
+
+
+class Reflection(Base):
+    """A distilled memory item (exemplar, heuristic, skill, rubric, evidence card)."""
+
+    __tablename__ = "reflections"
+    __table_args__ = (
+        UniqueConstraint("namespace", "id"),
+        Index("ix_reflections_ns_kind_status", "namespace", "kind", "status", "pk"),
+    )
+
+    pk: Mapped[int] = mapped_column(BigPK, primary_key=True, autoincrement=True)
+    namespace: Mapped[str] = mapped_column(ForeignKey("namespaces.name", ondelete="CASCADE"))
+    id: Mapped[str] = mapped_column(String(128))
+    kind: Mapped[str] = mapped_column(String(16))
+    status: Mapped[str] = mapped_column(String(12), default="candidate")  # candidate|active|retired
+    version: Mapped[int] = mapped_column(Integer, default=1)
+    content: Mapped[dict[str, Any]] = mapped_column(JSONType)
+    text: Mapped[str] = mapped_column(Text)
+    environment: Mapped[str | None] = mapped_column(String(200))
+    task: Mapped[str | None] = mapped_column(Text)
+    reflector: Mapped[str] = mapped_column(String(100))
+    reflector_version: Mapped[str] = mapped_column(String(40))
+    model: Mapped[str | None] = mapped_column(String(200))
+    # Utility: counts of served retrievals whose outcome was reported.
+    uses: Mapped[int] = mapped_column(Integer, default=0)
+    successes: Mapped[int] = mapped_column(Integer, default=0)
+    failures: Mapped[int] = mapped_column(Integer, default=0)
+    reward_sum: Mapped[float] = mapped_column(Float, default=0.0)
+    # Dedup key of the job output that wrote it, so a re-run job does not duplicate it.
+    source_key: Mapped[str | None] = mapped_column(String(200))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+    evidence: Mapped[list[ReflectionEvidence]] = relationship(lazy="raise", passive_deletes=True)
+
+
+class ReflectionEvidence(Base):
+    """Which trajectory (and step range) a reflection was distilled from."""
+
+    __tablename__ = "reflection_evidence"
+    __table_args__ = (Index("ix_reflection_evidence_trajectory", "trajectory_pk"),)
+
+    pk: Mapped[int] = mapped_column(BigPK, primary_key=True, autoincrement=True)
+    reflection_pk: Mapped[int] = mapped_column(ForeignKey("reflections.pk", ondelete="CASCADE"), index=True)
+    trajectory_pk: Mapped[int] = mapped_column(ForeignKey("trajectories.pk", ondelete="CASCADE"))
+    step_start: Mapped[int | None] = mapped_column(Integer)
+    step_end: Mapped[int | None] = mapped_column(Integer)
+
+
+class ReflectionVersion(Base):
+    """Audit history: every edit or status change of a reflection, who and when."""
+
+    __tablename__ = "reflection_versions"
+    __table_args__ = (UniqueConstraint("reflection_pk", "version", "action"),)
+
+    pk: Mapped[int] = mapped_column(BigPK, primary_key=True, autoincrement=True)
+    reflection_pk: Mapped[int] = mapped_column(ForeignKey("reflections.pk", ondelete="CASCADE"))
+    version: Mapped[int] = mapped_column(Integer)
+    action: Mapped[str] = mapped_column(String(16))  # create|edit|approve|retire|restore|merge
+    status: Mapped[str] = mapped_column(String(12))
+    content: Mapped[dict[str, Any]] = mapped_column(JSONType)
+    actor: Mapped[str] = mapped_column(String(100))
+    note: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class Job(Base):
+    """A unit of derived work (index a closed trajectory, run a reflector, …).
+
+    Inserted in the same transaction as the data that triggers it; claimed with a
+    lease that expires, so a killed worker's job runs again.
+    """
+
+    __tablename__ = "jobs"
+    __table_args__ = (
+        UniqueConstraint("dedup_key"),
+        Index("ix_jobs_claim", "status", "run_after"),
+        Index("ix_jobs_ns_status", "namespace", "status", "id"),
+    )
+
+    id: Mapped[int] = mapped_column(BigPK, primary_key=True, autoincrement=True)
+    namespace: Mapped[str] = mapped_column(ForeignKey("namespaces.name", ondelete="CASCADE"))
+    kind: Mapped[str] = mapped_column(String(64))
+    payload: Mapped[dict[str, Any]] = mapped_column(JSONType)
+    # Unique while the job is wanted; the same work is never queued twice.
+    dedup_key: Mapped[str | None] = mapped_column(String(300))
+    status: Mapped[str] = mapped_column(String(10), default="queued")  # queued|running|done|failed
+    priority: Mapped[int] = mapped_column(Integer, default=100)  # lower runs first
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    max_attempts: Mapped[int] = mapped_column(Integer, default=5)
+    run_after: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    lease_expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    locked_by: Mapped[str | None] = mapped_column(String(100))
+    last_error: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+
+
+class Retrieval(Base):
+    """One logged retrieval: the query and what was served, for outcome credit."""
+
+    __tablename__ = "retrievals"
+    __table_args__ = (Index("ix_retrievals_ns_created", "namespace", "created_at"),)
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    namespace: Mapped[str] = mapped_column(ForeignKey("namespaces.name", ondelete="CASCADE"))
+    query: Mapped[dict[str, Any]] = mapped_column(JSONType)
+    trajectory_id: Mapped[str | None] = mapped_column(String(128))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+    items: Mapped[list[RetrievalItem]] = relationship(lazy="raise", passive_deletes=True)
+
+
+class RetrievalItem(Base):
+    __tablename__ = "retrieval_items"
+    __table_args__ = (UniqueConstraint("retrieval_id", "reflection_pk"),)
+
+    pk: Mapped[int] = mapped_column(BigPK, primary_key=True, autoincrement=True)
+    retrieval_id: Mapped[str] = mapped_column(ForeignKey("retrievals.id", ondelete="CASCADE"))
+    reflection_pk: Mapped[int] = mapped_column(ForeignKey("reflections.pk", ondelete="CASCADE"), index=True)
+    rank: Mapped[int] = mapped_column(Integer)
+    score: Mapped[float] = mapped_column(Float)
+    similarity: Mapped[float] = mapped_column(Float)
+
+
+class RetrievalOutcome(Base):
+    """A reported outcome for a retrieval; one per retrieval (a replay must match)."""
+
+    __tablename__ = "retrieval_outcomes"
+
+    retrieval_id: Mapped[str] = mapped_column(
+        ForeignKey("retrievals.id", ondelete="CASCADE"), primary_key=True
+    )
+    success: Mapped[bool | None] = mapped_column(Boolean)
+    reward: Mapped[float | None] = mapped_column(Float)
+    details: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
+    trajectory_id: Mapped[str | None] = mapped_column(String(128))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)

@@ -1,0 +1,30 @@
+"""Namespace queries."""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from store.models import Namespace, utcnow
+
+
+def get_namespace(session: Session, name: str) -> Namespace | None:
+    return session.get(Namespace, name)
+
+
+def list_namespaces(session: Session, names: Collection[str] | None) -> list[Namespace]:
+    """All namespaces, or only those named (a key's scope)."""
+    stmt = select(Namespace).order_by(Namespace.name)
+    if names is not None:
+        stmt = stmt.where(Namespace.name.in_(list(names)))
+    return list(session.scalars(stmt))
+
+
+def insert_namespace(session: Session, name: str, settings: dict[str, Any]) -> Namespace:
+    row = Namespace(name=name, settings=settings, created_at=utcnow())
+    session.add(row)
+    session.flush()
+    return row

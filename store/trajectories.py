@@ -1,0 +1,174 @@
+"""Trajectory and step queries. Functions take the unit of work's Session and only
+flush; the caller commits."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import delete, exists, func, insert, select, update
+from sqlalchemy.orm import Session
+
+from store.models import Job, Reflection, ReflectionEvidence, Step, Trajectory, utcnow
+
+
+@dataclass(frozen=True)
+class TrajectoryFilters:
+    environment: str | None = None
+    agent: str | None = None
+    task_hash: str | None = None
+    policy_version: str | None = None
+    group_id: str | None = None
+    status: str | None = None
+    success: bool | None = None
+    created_after: datetime | None = None
+    created_before: datetime | None = None
+
+
+def get_trajectory(
+    session: Session, namespace: str, id: str, *, for_update: bool = False
+) -> Trajectory | None:
+    stmt = select(Trajectory).where(Trajectory.namespace == namespace, Trajectory.id == id)
+    if for_update:
+        # Row lock on PostgreSQL; SQLite write units already hold the database lock.
+        stmt = stmt.with_for_update()
+    return session.scalars(stmt).one_or_none()
+
+
+def get_trajectories_by_ids(session: Session, namespace: str, ids: Sequence[str]) -> dict[str, Trajectory]:
+    if not ids:
+        return {}
+    rows = session.scalars(
+        select(Trajectory).where(Trajectory.namespace == namespace, Trajectory.id.in_(ids))
+    )
+    return {row.id: row for row in rows}
+
+
+def insert_trajectories(session: Session, rows: list[dict[str, Any]]) -> dict[str, int]:
+    """Insert trajectory rows; returns id -> pk."""
+    if not rows:
+        return {}
+    now = utcnow()
+    for row in rows:
+        row.setdefault("created_at", now)
+        row.setdefault("updated_at", now)
+    result = session.execute(insert(Trajectory).returning(Trajectory.id, Trajectory.pk), rows)
+    return {id_: pk for id_, pk in result}
+
+
+def insert_steps(session: Session, rows: list[dict[str, Any]]) -> None:
+    """Bulk insert (one executemany): the ingest hot path."""
+    if not rows:
+        return
+    now = utcnow()
+    for row in rows:
+        row.setdefault("created_at", now)
+    session.execute(insert(Step), rows)
+
+
+def set_trajectory_fields(session: Session, pk: int, **values: Any) -> None:
+    values.setdefault("updated_at", utcnow())
+    session.execute(update(Trajectory).where(Trajectory.pk == pk).values(**values))
+
+
+def get_step_hashes(session: Session, trajectory_pk: int, indexes: Sequence[int]) -> dict[int, str]:
+    if not indexes:
+        return {}
+    rows = session.execute(
+        select(Step.index, Step.content_hash).where(
+            Step.trajectory_pk == trajectory_pk, Step.index.in_(list(indexes))
+        )
+    )
+    return {index: h for index, h in rows}
+
+
+def get_steps(session: Session, trajectory_pk: int) -> list[Step]:
+    return list(session.scalars(select(Step).where(Step.trajectory_pk == trajectory_pk).order_by(Step.index)))
+
+
+def get_steps_for(session: Session, trajectory_pks: Sequence[int]) -> dict[int, list[Step]]:
+    out: dict[int, list[Step]] = {pk: [] for pk in trajectory_pks}
+    if not trajectory_pks:
+        return out
+    rows = session.scalars(
+        select(Step)
+        .where(Step.trajectory_pk.in_(list(trajectory_pks)))
+        .order_by(Step.trajectory_pk, Step.index)
+    )
+    for step in rows:
+        out[step.trajectory_pk].append(step)
+    return out
+
+
+def list_trajectories(
+    session: Session,
+    namespace: str,
+    filters: TrajectoryFilters,
+    *,
+    before_pk: int | None,
+    limit: int,
+) -> list[Trajectory]:
+    """Newest first; keyset pagination on the surrogate key (stable under inserts)."""
+    stmt = select(Trajectory).where(Trajectory.namespace == namespace)
+    f = filters
+    for column, value in (
+        (Trajectory.environment, f.environment),
+        (Trajectory.agent, f.agent),
+        (Trajectory.task_hash, f.task_hash),
+        (Trajectory.policy_version, f.policy_version),
+        (Trajectory.group_id, f.group_id),
+        (Trajectory.status, f.status),
+        (Trajectory.success, f.success),
+    ):
+        if value is not None:
+            stmt = stmt.where(column == value)
+    if f.created_after is not None:
+        stmt = stmt.where(Trajectory.created_at >= f.created_after)
+    if f.created_before is not None:
+        stmt = stmt.where(Trajectory.created_at < f.created_before)
+    if before_pk is not None:
+        stmt = stmt.where(Trajectory.pk < before_pk)
+    return list(session.scalars(stmt.order_by(Trajectory.pk.desc()).limit(limit)))
+
+
+def delete_trajectory(session: Session, trajectory: Trajectory) -> tuple[int, int]:
+    """Delete a trajectory, its steps, and every reflection derived only from it.
+
+    Returns (deleted steps, deleted reflections). Reflections that also cite other
+    trajectories keep living; only their evidence rows for this one go.
+    """
+    pk = trajectory.pk
+    other = ReflectionEvidence.__table__.alias("other")
+    only_this = select(ReflectionEvidence.reflection_pk).where(
+        ReflectionEvidence.trajectory_pk == pk,
+        ~exists().where(
+            other.c.reflection_pk == ReflectionEvidence.reflection_pk, other.c.trajectory_pk != pk
+        ),
+    )
+    reflection_pks = list(session.scalars(only_this.distinct()))
+    deleted_reflections = 0
+    if reflection_pks:
+        deleted_reflections = session.execute(
+            delete(Reflection).where(Reflection.pk.in_(reflection_pks))
+        ).rowcount
+    deleted_steps = session.execute(delete(Step).where(Step.trajectory_pk == pk)).rowcount
+    session.execute(delete(ReflectionEvidence).where(ReflectionEvidence.trajectory_pk == pk))
+    # Work still queued for it has nothing left to work on.
+    session.execute(
+        delete(Job).where(
+            Job.namespace == trajectory.namespace,
+            Job.status == "queued",
+            Job.payload["trajectory_pk"].as_integer() == pk,
+        )
+    )
+    session.execute(delete(Trajectory).where(Trajectory.pk == pk))
+    return deleted_steps, deleted_reflections
+
+
+def count_trajectories(session: Session, namespace: str) -> int:
+    return (
+        session.scalar(select(func.count()).select_from(Trajectory).where(Trajectory.namespace == namespace))
+        or 0
+    )

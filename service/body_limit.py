@@ -52,25 +52,35 @@ class BodyLimitMiddleware:
                     await self._reject(send)
                     return
         received = 0
-        started = False
+        too_large = False
+        rejected = False
+
+        async def reject_once() -> None:
+            nonlocal rejected
+            if not rejected:
+                rejected = True
+                await self._reject(send)
 
         async def counting_receive() -> Message:
-            nonlocal received
+            nonlocal received, too_large
             message = await receive()
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
                 if received > self.max_bytes:
+                    too_large = True
                     raise BodyTooLarge
             return message
 
-        async def tracking_send(message: Message) -> None:
-            nonlocal started
-            if message["type"] == "http.response.start":
-                started = True
+        async def guarded_send(message: Message) -> None:
+            # The framework turns our exception into its own 400 while parsing the
+            # body; answer with the 413 it really is instead.
+            if too_large:
+                if message["type"] == "http.response.start":
+                    await reject_once()
+                return
             await send(message)
 
         try:
-            await self.app(scope, counting_receive, tracking_send)
+            await self.app(scope, counting_receive, guarded_send)
         except BodyTooLarge:
-            if not started:  # chunked body without a length: found out while reading
-                await self._reject(send)
+            await reject_once()

@@ -1,0 +1,183 @@
+"""Shared fixtures: real databases (SQLite files and the machine's PostgreSQL, each
+test session in databases of its own), the app in-process, and real uvicorn servers.
+
+PostgreSQL: REFLEXA_TEST_PG_URL (default postgresql+psycopg://postgres@127.0.0.1:5432/postgres)
+names an admin connection; every database made from it is dropped at the end.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import create_engine, text
+from sqlalchemy.engine import make_url
+
+from migrations import upgrade
+from service.app import create_app
+from service.settings import Settings
+
+PG_ADMIN_URL = os.environ.get("REFLEXA_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
+ADMIN_KEY = "rfx_test_admin_" + uuid.uuid4().hex
+REPO = Path(__file__).resolve().parents[1]
+
+
+class PostgresDatabases:
+    """Creates throwaway databases on the PostgreSQL server and drops them later."""
+
+    def __init__(self, admin_url: str) -> None:
+        self.admin_url = admin_url
+        self.created: list[str] = []
+        self._engine = create_engine(admin_url, isolation_level="AUTOCOMMIT")
+
+    def create(self) -> str:
+        name = f"reflexa_test_{uuid.uuid4().hex[:12]}"
+        with self._engine.connect() as conn:
+            conn.execute(text(f'CREATE DATABASE "{name}"'))
+        self.created.append(name)
+        return make_url(self.admin_url).set(database=name).render_as_string(hide_password=False)
+
+    def drop_all(self) -> None:
+        with self._engine.connect() as conn:
+            for name in self.created:
+                conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        self._engine.dispose()
+
+
+@pytest.fixture(scope="session")
+def pg_databases() -> Iterator[PostgresDatabases]:
+    try:
+        dbs = PostgresDatabases(PG_ADMIN_URL)
+        with dbs._engine.connect() as conn:
+            conn.execute(text("SELECT 1"))
+    except Exception as exc:  # fail loudly: PostgreSQL is part of this machine kind
+        pytest.fail(
+            f"PostgreSQL at {PG_ADMIN_URL} is not reachable ({exc}); start it or set REFLEXA_TEST_PG_URL"
+        )
+    yield dbs
+    dbs.drop_all()
+
+
+@pytest.fixture
+def sqlite_url(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 'reflexa.db'}"
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """An empty, migrated database on each engine."""
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path / 'reflexa.db'}"
+    else:
+        url = request.getfixturevalue("pg_databases").create()
+    upgrade(url)
+    return url
+
+
+def make_settings(database_url: str, tmp_path: Path, **overrides: object) -> Settings:
+    return Settings(database_url=database_url, data_dir=tmp_path, admin_key=ADMIN_KEY, **overrides)
+
+
+@pytest.fixture
+def settings(database_url: str, tmp_path: Path) -> Settings:
+    return make_settings(database_url, tmp_path)
+
+
+@pytest.fixture
+def client(settings: Settings) -> Iterator[TestClient]:
+    """The app in-process (real database), authenticated as admin."""
+    with TestClient(create_app(settings), headers={"Authorization": f"Bearer {ADMIN_KEY}"}) as c:
+        yield c
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class LiveServer:
+    url: str
+    admin_key: str
+    database_url: str
+    process: subprocess.Popen[bytes]
+
+    def stop(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+
+
+def start_server(
+    database_url: str, *, env: dict[str, str] | None = None, log: Path | None = None
+) -> LiveServer:
+    """A real uvicorn process serving the app over HTTP on a free port."""
+    port = free_port()
+    full_env = {
+        **os.environ,
+        "REFLEXA_DATABASE_URL": database_url,
+        "REFLEXA_ADMIN_KEY": ADMIN_KEY,
+        **(env or {}),
+    }
+    out = open(log, "wb") if log else subprocess.DEVNULL  # noqa: SIM115 - handed to the child
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "uvicorn",
+            "service.app:create_app",
+            "--factory",
+            "--port",
+            str(port),
+            "--log-level",
+            "warning",
+        ],
+        env=full_env,
+        cwd=REPO,
+        stdout=out,
+        stderr=subprocess.STDOUT,
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"server exited with {proc.returncode}; log: {log}")
+        try:
+            if httpx.get(url + "/healthz", timeout=1).status_code == 200:
+                return LiveServer(url=url, admin_key=ADMIN_KEY, database_url=database_url, process=proc)
+        except httpx.TransportError:
+            time.sleep(0.1)
+    proc.kill()
+    raise RuntimeError("server did not become healthy within 60 s")
+
+
+@pytest.fixture(scope="session")
+def live_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    """One real uvicorn server on SQLite for the whole session (client tests)."""
+    root = tmp_path_factory.mktemp("live")
+    url = f"sqlite:///{root / 'reflexa.db'}"
+    upgrade(url)
+    server = start_server(url, log=root / "server.log")
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def live_server_any(database_url: str, tmp_path: Path) -> Iterator[LiveServer]:
+    """A real uvicorn server on each engine (SQLite and PostgreSQL)."""
+    server = start_server(database_url, log=tmp_path / "server.log")
+    yield server
+    server.stop()

@@ -144,8 +144,16 @@ class EpisodeDeliveryError(ReflexaError):
 
 _BY_TYPE: dict[str, type[ReflexaError]] = {
     cls.default_type: cls
-    for cls in (InvalidInput, PayloadTooLarge, Unauthorized, Forbidden, NotFound, Conflict, RateLimited,
-                Unavailable)
+    for cls in (
+        InvalidInput,
+        PayloadTooLarge,
+        Unauthorized,
+        Forbidden,
+        NotFound,
+        Conflict,
+        RateLimited,
+        Unavailable,
+    )
 }
 
 _BY_STATUS: dict[int, type[ReflexaError]] = {

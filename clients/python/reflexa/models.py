@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import Annotated, Any, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic_core import PydanticSerializationError
 
 from reflexa.errors import InvalidInput
 
@@ -280,11 +281,15 @@ def coerce(model: type[M], value: M | Mapping[str, Any], *, field: str = "") -> 
         first = errors[0]
         more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
         raise InvalidInput(
-            f"{first['msg']}{more}", field=field_path(tuple(first["loc"]), field) or None, rule="client"
+            f"{first['msg']}{more}", field=field_path(tuple(first["loc"]), field) or None
         ) from None
 
 
 def dump(model: BaseModel) -> dict[str, Any]:
     """The JSON body for ``model``: unset optionals left out, NaN in free-form
-    objects turned to null (JSON cannot carry it)."""
-    return model.model_dump(mode="json", exclude_none=True)
+    objects turned to null (JSON cannot carry it). A value JSON cannot represent
+    at all (an arbitrary object in ``metadata``) is refused as invalid input."""
+    try:
+        return model.model_dump(mode="json", exclude_none=True)
+    except PydanticSerializationError as exc:
+        raise InvalidInput(f"not representable as JSON: {exc}") from None

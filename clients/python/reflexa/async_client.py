@@ -1,0 +1,221 @@
+"""The asyncio client: the same methods as :class:`reflexa.Client`, awaited.
+
+Requests, validation, retries and errors are shared with the sync client (see
+:mod:`reflexa._operations`); only the waiting differs. To log an episode from
+asyncio code, use :meth:`reflexa.Client.episode`: its ``step`` never blocks, and
+``async with`` flushes without blocking the event loop.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping, Sequence
+from types import TracebackType
+from typing import Any
+
+import httpx
+
+from reflexa import _operations as ops
+from reflexa._operations import OutcomeInput, StepInput, TrajectoryInput
+from reflexa._retry import RetryPolicy
+from reflexa._transport import AsyncTransport
+from reflexa.config import DEFAULT_TIMEOUT, ClientConfig
+from reflexa.models import (
+    BatchResult,
+    KeyCreated,
+    Namespace,
+    NamespaceSettings,
+    Page,
+    Role,
+    StepsAppended,
+    Trajectory,
+    TrajectoryDeleted,
+    TrajectoryStatus,
+    TrajectoryWritten,
+)
+
+
+class AsyncClient:
+    """An asyncio connection to a Reflexa server; arguments as for :class:`reflexa.Client`."""
+
+    def __init__(
+        self,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        *,
+        namespace: str | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
+        max_retries: int = 3,
+        backoff: float = 0.5,
+        max_backoff: float = 30.0,
+        http_client: httpx.AsyncClient | None = None,
+    ) -> None:
+        self.config = ClientConfig.resolve(
+            base_url=base_url,
+            api_key=api_key,
+            namespace=namespace,
+            timeout=timeout,
+            retry=RetryPolicy(max_retries=max_retries, backoff=backoff, max_backoff=max_backoff),
+        )
+        self._transport = AsyncTransport(self.config, http_client)
+
+    async def aclose(self) -> None:
+        await self._transport.aclose()
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+    def _ns(self, namespace: str | None) -> str:
+        return self.config.namespace_or_default(namespace)
+
+    async def healthz(self) -> dict[str, Any]:
+        return await self._transport.send(ops.healthz())
+
+    async def readyz(self) -> dict[str, Any]:
+        return await self._transport.send(ops.readyz())
+
+    async def create_key(
+        self, role: Role, namespaces: Sequence[str], description: str | None = None
+    ) -> KeyCreated:
+        return await self._transport.send(ops.create_key(role, namespaces, description))
+
+    async def create_namespace(
+        self, name: str, settings: NamespaceSettings | Mapping[str, Any] | None = None
+    ) -> Namespace:
+        return await self._transport.send(ops.create_namespace(name, settings))
+
+    async def list_namespaces(self) -> list[Namespace]:
+        namespaces: list[Namespace] = []
+        cursor: str | None = None
+        while True:
+            page = await self._transport.send(ops.list_namespaces(cursor))
+            namespaces.extend(page.items)
+            if not page.next_cursor:
+                return namespaces
+            cursor = page.next_cursor
+
+    async def create_trajectory(
+        self,
+        namespace: str | None = None,
+        *,
+        task: str,
+        steps: Sequence[StepInput] | None = None,
+        outcome: OutcomeInput | None = None,
+        id: str | None = None,
+        environment: str | None = None,
+        agent: str | None = None,
+        policy_version: str | None = None,
+        group_id: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        retrieval_ids: Sequence[str] | None = None,
+    ) -> TrajectoryWritten:
+        trajectory = {
+            "id": id,
+            "task": task,
+            "environment": environment,
+            "agent": agent,
+            "policy_version": policy_version,
+            "group_id": group_id,
+            "metadata": metadata,
+            "steps": list(steps or ()),
+            "outcome": outcome,
+            "retrieval_ids": list(retrieval_ids) if retrieval_ids is not None else None,
+        }
+        return await self._transport.send(ops.create_trajectory(self._ns(namespace), trajectory))
+
+    async def create_trajectories(
+        self, namespace: str | None, trajectories: Sequence[TrajectoryInput]
+    ) -> BatchResult:
+        return await self._transport.send(ops.create_trajectories(self._ns(namespace), trajectories))
+
+    async def get_trajectory(self, namespace: str | None, trajectory_id: str) -> Trajectory:
+        return await self._transport.send(ops.get_trajectory(self._ns(namespace), trajectory_id))
+
+    async def list_trajectories(
+        self,
+        namespace: str | None = None,
+        *,
+        limit: int | None = None,
+        cursor: str | None = None,
+        environment: str | None = None,
+        agent: str | None = None,
+        task: str | None = None,
+        policy_version: str | None = None,
+        group_id: str | None = None,
+        status: TrajectoryStatus | None = None,
+        success: bool | None = None,
+        include_steps: bool = False,
+    ) -> Page[Trajectory]:
+        filters = {
+            "limit": limit,
+            "cursor": cursor,
+            "environment": environment,
+            "agent": agent,
+            "task": task,
+            "policy_version": policy_version,
+            "group_id": group_id,
+            "status": status,
+            "success": success,
+            "include_steps": include_steps,
+        }
+        return await self._transport.send(ops.list_trajectories(self._ns(namespace), filters))
+
+    async def iter_trajectories(
+        self,
+        namespace: str | None = None,
+        *,
+        page_size: int | None = None,
+        environment: str | None = None,
+        agent: str | None = None,
+        task: str | None = None,
+        policy_version: str | None = None,
+        group_id: str | None = None,
+        status: TrajectoryStatus | None = None,
+        success: bool | None = None,
+        include_steps: bool = False,
+    ) -> AsyncIterator[Trajectory]:
+        cursor: str | None = None
+        while True:
+            page = await self.list_trajectories(
+                namespace,
+                limit=page_size,
+                cursor=cursor,
+                environment=environment,
+                agent=agent,
+                task=task,
+                policy_version=policy_version,
+                group_id=group_id,
+                status=status,
+                success=success,
+                include_steps=include_steps,
+            )
+            for trajectory in page.items:
+                yield trajectory
+            if not page.next_cursor:
+                return
+            cursor = page.next_cursor
+
+    async def append_steps(
+        self, namespace: str | None, trajectory_id: str, steps: Sequence[StepInput]
+    ) -> StepsAppended:
+        return await self._transport.send(ops.append_steps(self._ns(namespace), trajectory_id, steps))
+
+    async def report_outcome(
+        self,
+        namespace: str | None,
+        trajectory_id: str,
+        *,
+        success: bool | None = None,
+        reward: float | None = None,
+        failure_reason: str | None = None,
+        details: Mapping[str, Any] | None = None,
+    ) -> TrajectoryWritten:
+        outcome = {"success": success, "reward": reward, "failure_reason": failure_reason, "details": details}
+        return await self._transport.send(ops.report_outcome(self._ns(namespace), trajectory_id, outcome))
+
+    async def delete_trajectory(self, namespace: str | None, trajectory_id: str) -> TrajectoryDeleted:
+        return await self._transport.send(ops.delete_trajectory(self._ns(namespace), trajectory_id))

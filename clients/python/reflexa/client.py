@@ -1,0 +1,321 @@
+"""The synchronous client.
+
+Every namespaced method takes the namespace as its first argument; ``None`` means
+the client's default (``Client(namespace=...)`` or ``REFLEXA_NAMESPACE``). Steps,
+outcomes and trajectories may be given as models or as plain dicts; dicts are
+validated here so that a mistake is reported with the field's name before anything
+is sent. Transient failures (429, 5xx, connection errors) are retried with
+exponential backoff and jitter; see :mod:`reflexa._retry` for why that is safe.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from types import TracebackType
+from typing import Any
+
+import httpx
+
+from reflexa import _operations as ops
+from reflexa._operations import OutcomeInput, StepInput, TrajectoryInput
+from reflexa._retry import RetryPolicy
+from reflexa._transport import SyncTransport
+from reflexa.config import DEFAULT_TIMEOUT, ClientConfig
+from reflexa.episode import Episode, EpisodeErrorCallback
+from reflexa.models import (
+    BatchResult,
+    KeyCreated,
+    Namespace,
+    NamespaceSettings,
+    Page,
+    Role,
+    StepsAppended,
+    Trajectory,
+    TrajectoryDeleted,
+    TrajectoryStatus,
+    TrajectoryWritten,
+)
+
+
+class Client:
+    """A connection to a Reflexa server.
+
+    ``base_url`` defaults to ``REFLEXA_URL`` (else ``http://127.0.0.1:8080``),
+    ``api_key`` to ``REFLEXA_API_KEY``. ``max_retries``, ``backoff`` and
+    ``max_backoff`` shape the retries (see :class:`~reflexa._retry.RetryPolicy`).
+    Pass ``http_client`` to bring your own ``httpx.Client`` (proxies, TLS, a mock
+    transport in tests); it is then yours to close.
+
+    Safe to share between threads. Use it as a context manager, or call :meth:`close`.
+    """
+
+    def __init__(
+        self,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        *,
+        namespace: str | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
+        max_retries: int = 3,
+        backoff: float = 0.5,
+        max_backoff: float = 30.0,
+        http_client: httpx.Client | None = None,
+    ) -> None:
+        self.config = ClientConfig.resolve(
+            base_url=base_url,
+            api_key=api_key,
+            namespace=namespace,
+            timeout=timeout,
+            retry=RetryPolicy(max_retries=max_retries, backoff=backoff, max_backoff=max_backoff),
+        )
+        self._transport = SyncTransport(self.config, http_client)
+
+    def close(self) -> None:
+        self._transport.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def _ns(self, namespace: str | None) -> str:
+        return self.config.namespace_or_default(namespace)
+
+    # --- health -----------------------------------------------------------------------------
+
+    def healthz(self) -> dict[str, Any]:
+        """Liveness. Not retried: a probe should report what it sees now."""
+        return self._transport.send(ops.healthz())
+
+    def readyz(self) -> dict[str, Any]:
+        """Readiness (database, schema, workers).
+
+        Raises :class:`~reflexa.errors.Unavailable` when not ready; its message holds the checks.
+        """
+        return self._transport.send(ops.readyz())
+
+    # --- keys and namespaces ----------------------------------------------------------------
+
+    def create_key(self, role: Role, namespaces: Sequence[str], description: str | None = None) -> KeyCreated:
+        """A new API key (admin only); ``namespaces`` may be ``["*"]``.
+
+        The secret is in ``.key`` and is shown only once. Not retried once it may have
+        reached the server, since a repeat would mint a second key.
+        """
+        return self._transport.send(ops.create_key(role, namespaces, description))
+
+    def create_namespace(
+        self, name: str, settings: NamespaceSettings | Mapping[str, Any] | None = None
+    ) -> Namespace:
+        """Create a namespace; creating an identical one again returns it, a different one is a Conflict."""
+        return self._transport.send(ops.create_namespace(name, settings))
+
+    def list_namespaces(self) -> list[Namespace]:
+        """Every namespace the key may see."""
+        namespaces: list[Namespace] = []
+        cursor: str | None = None
+        while True:
+            page = self._transport.send(ops.list_namespaces(cursor))
+            namespaces.extend(page.items)
+            if not page.next_cursor:
+                return namespaces
+            cursor = page.next_cursor
+
+    # --- trajectories -----------------------------------------------------------------------
+
+    def create_trajectory(
+        self,
+        namespace: str | None = None,
+        *,
+        task: str,
+        steps: Sequence[StepInput] | None = None,
+        outcome: OutcomeInput | None = None,
+        id: str | None = None,
+        environment: str | None = None,
+        agent: str | None = None,
+        policy_version: str | None = None,
+        group_id: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        retrieval_ids: Sequence[str] | None = None,
+    ) -> TrajectoryWritten:
+        """Store one trajectory; with an ``outcome`` it is stored closed.
+
+        Without an ``id`` the client makes one up (uuid4 hex) before the first
+        attempt, so retries replay instead of duplicating. Sending an identical body
+        again returns the stored trajectory; a different body under the same id is a
+        :class:`~reflexa.errors.Conflict`.
+        """
+        trajectory = {
+            "id": id,
+            "task": task,
+            "environment": environment,
+            "agent": agent,
+            "policy_version": policy_version,
+            "group_id": group_id,
+            "metadata": metadata,
+            "steps": list(steps or ()),
+            "outcome": outcome,
+            "retrieval_ids": list(retrieval_ids) if retrieval_ids is not None else None,
+        }
+        return self._transport.send(ops.create_trajectory(self._ns(namespace), trajectory))
+
+    def create_trajectories(
+        self, namespace: str | None, trajectories: Sequence[TrajectoryInput]
+    ) -> BatchResult:
+        """Store many trajectories (e.g. a rollout group) atomically.
+
+        Items without an id get one. If any item is refused, nothing is stored and the
+        error's ``field`` names it (``trajectories[3].steps[2].state.observation``).
+        Items already stored identically count as replays (``created`` false).
+        """
+        return self._transport.send(ops.create_trajectories(self._ns(namespace), trajectories))
+
+    def get_trajectory(self, namespace: str | None, trajectory_id: str) -> Trajectory:
+        """One trajectory with its steps."""
+        return self._transport.send(ops.get_trajectory(self._ns(namespace), trajectory_id))
+
+    def list_trajectories(
+        self,
+        namespace: str | None = None,
+        *,
+        limit: int | None = None,
+        cursor: str | None = None,
+        environment: str | None = None,
+        agent: str | None = None,
+        task: str | None = None,
+        policy_version: str | None = None,
+        group_id: str | None = None,
+        status: TrajectoryStatus | None = None,
+        success: bool | None = None,
+        include_steps: bool = False,
+    ) -> Page[Trajectory]:
+        """One page of trajectories matching every filter given; see :meth:`iter_trajectories` for all."""
+        filters = {
+            "limit": limit,
+            "cursor": cursor,
+            "environment": environment,
+            "agent": agent,
+            "task": task,
+            "policy_version": policy_version,
+            "group_id": group_id,
+            "status": status,
+            "success": success,
+            "include_steps": include_steps,
+        }
+        return self._transport.send(ops.list_trajectories(self._ns(namespace), filters))
+
+    def iter_trajectories(
+        self,
+        namespace: str | None = None,
+        *,
+        page_size: int | None = None,
+        environment: str | None = None,
+        agent: str | None = None,
+        task: str | None = None,
+        policy_version: str | None = None,
+        group_id: str | None = None,
+        status: TrajectoryStatus | None = None,
+        success: bool | None = None,
+        include_steps: bool = False,
+    ) -> Iterator[Trajectory]:
+        """Every matching trajectory, fetching pages lazily by following ``next_cursor``."""
+        cursor: str | None = None
+        while True:
+            page = self.list_trajectories(
+                namespace,
+                limit=page_size,
+                cursor=cursor,
+                environment=environment,
+                agent=agent,
+                task=task,
+                policy_version=policy_version,
+                group_id=group_id,
+                status=status,
+                success=success,
+                include_steps=include_steps,
+            )
+            yield from page.items
+            if not page.next_cursor:
+                return
+            cursor = page.next_cursor
+
+    def append_steps(
+        self, namespace: str | None, trajectory_id: str, steps: Sequence[StepInput]
+    ) -> StepsAppended:
+        """Append steps to an open trajectory.
+
+        Give each step an ``index`` (the next free one) to make retries idempotent: a
+        step already stored identically at its index is a replay, not counted in
+        ``appended``. Unindexed steps are only retried when they surely were not sent.
+        """
+        return self._transport.send(ops.append_steps(self._ns(namespace), trajectory_id, steps))
+
+    def report_outcome(
+        self,
+        namespace: str | None,
+        trajectory_id: str,
+        *,
+        success: bool | None = None,
+        reward: float | None = None,
+        failure_reason: str | None = None,
+        details: Mapping[str, Any] | None = None,
+    ) -> TrajectoryWritten:
+        """Report how the episode ended; this closes the trajectory and triggers reflection.
+
+        Repeating the same outcome is a replay; a different one for a closed
+        trajectory is a :class:`~reflexa.errors.Conflict`.
+        """
+        outcome = {"success": success, "reward": reward, "failure_reason": failure_reason, "details": details}
+        return self._transport.send(ops.report_outcome(self._ns(namespace), trajectory_id, outcome))
+
+    def delete_trajectory(self, namespace: str | None, trajectory_id: str) -> TrajectoryDeleted:
+        """Delete a trajectory and everything derived only from it."""
+        return self._transport.send(ops.delete_trajectory(self._ns(namespace), trajectory_id))
+
+    # --- logging an episode as it runs ------------------------------------------------------
+
+    def episode(
+        self,
+        namespace: str | None = None,
+        *,
+        task: str,
+        id: str | None = None,
+        environment: str | None = None,
+        agent: str | None = None,
+        policy_version: str | None = None,
+        group_id: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        retrieval_ids: Sequence[str] | None = None,
+        batch_size: int = 50,
+        flush_interval: float = 0.2,
+        max_buffered_steps: int = 10_000,
+        flush_timeout: float = 10.0,
+        strict: bool = False,
+        on_error: EpisodeErrorCallback | None = None,
+    ) -> Episode:
+        """Start logging an episode in the background; see :class:`~reflexa.episode.Episode`.
+
+        ``ep.step(...)`` never blocks and never raises for network problems. Use it as
+        a context manager so that everything is flushed at the end.
+        """
+        return Episode(
+            self._transport,
+            self._ns(namespace),
+            task=task,
+            id=id,
+            environment=environment,
+            agent=agent,
+            policy_version=policy_version,
+            group_id=group_id,
+            metadata=metadata,
+            retrieval_ids=retrieval_ids,
+            batch_size=batch_size,
+            flush_interval=flush_interval,
+            max_buffered_steps=max_buffered_steps,
+            flush_timeout=flush_timeout,
+            strict=strict,
+            on_error=on_error,
+        )

@@ -1,0 +1,232 @@
+"""Logging an episode from inside an agent loop without slowing it down.
+
+``ep.step(...)`` validates the step, gives it the next index and puts it on a
+bounded in-memory queue; it never waits for the network and never raises for
+network problems. A daemon thread sends the queue in order: the first request
+creates the trajectory with the first steps, later ones append with explicit
+indexes (so a retried request is a harmless replay), the outcome goes last. Steps
+are sent in batches of ``batch_size``, or after ``flush_interval`` seconds,
+whichever comes first.
+
+Nothing is lost silently. When the queue holds ``max_buffered_steps``, new steps
+are dropped (they get no index, so the stored indexes stay contiguous). Transient
+failures are retried until the episode is closed and ``flush_timeout`` runs out. A
+permanent failure (the server refused a request) stops delivery of this episode,
+because later steps could no longer be stored at their indexes. All of this shows
+in :attr:`Episode.stats`, in a warning logged on close, in the optional
+``on_error`` callback and, with ``strict=True``, as an
+:class:`~reflexa.errors.EpisodeDeliveryError` raised by :meth:`Episode.close`.
+
+If the ``with`` block exits with an exception before :meth:`Episode.finish` was
+called, the steps are flushed but no outcome is sent: the trajectory stays open,
+since an interrupted run has no outcome to learn from.
+
+The logger runs its own thread, so it works from asyncio code too: ``step`` and
+``finish`` never block, and ``async with`` / :meth:`Episode.aclose` flush in a
+worker thread instead of blocking the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from types import TracebackType
+from typing import Any
+
+from reflexa import _operations as ops
+from reflexa._delivery import EpisodeSender, EpisodeStats
+from reflexa._transport import SyncTransport
+from reflexa.errors import EpisodeDeliveryError, ReflexaError
+from reflexa.models import Outcome, Step, TrajectoryCreate, coerce, dump
+
+__all__ = ["Episode", "EpisodeErrorCallback", "EpisodeStats"]
+
+log = logging.getLogger("reflexa.episode")
+
+#: Called with a permanent delivery failure (from the sender thread) or, on close,
+#: with an :class:`~reflexa.errors.EpisodeDeliveryError` for dropped or timed-out steps.
+EpisodeErrorCallback = Callable[[ReflexaError], None]
+
+
+class Episode:
+    """One trajectory being logged as it happens. Made by :meth:`reflexa.Client.episode`.
+
+    ``id`` is the trajectory's id (given, or made up here), known before anything is sent.
+    """
+
+    def __init__(
+        self,
+        transport: SyncTransport,
+        namespace: str,
+        *,
+        task: str,
+        id: str | None = None,
+        environment: str | None = None,
+        agent: str | None = None,
+        policy_version: str | None = None,
+        group_id: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        retrieval_ids: Sequence[str] | None = None,
+        batch_size: int = 50,
+        flush_interval: float = 0.2,
+        max_buffered_steps: int = 10_000,
+        flush_timeout: float = 10.0,
+        strict: bool = False,
+        on_error: EpisodeErrorCallback | None = None,
+    ) -> None:
+        if batch_size < 1 or max_buffered_steps < 1:
+            raise ValueError("batch_size and max_buffered_steps must be at least 1")
+        if flush_interval < 0 or flush_timeout < 0:
+            raise ValueError("flush_interval and flush_timeout must not be negative")
+        self.id = id or ops.new_trajectory_id()
+        self.namespace = namespace
+        header = coerce(
+            TrajectoryCreate,
+            {
+                "id": self.id,
+                "task": task,
+                "environment": environment,
+                "agent": agent,
+                "policy_version": policy_version,
+                "group_id": group_id,
+                "metadata": metadata,
+                "retrieval_ids": list(retrieval_ids) if retrieval_ids is not None else None,
+            },
+        )
+        self._flush_timeout = flush_timeout
+        self._strict = strict
+        self._on_error = on_error
+        self._sender = EpisodeSender(
+            transport,
+            namespace,
+            dump(header),
+            batch_size=batch_size,
+            flush_interval=flush_interval,
+            max_buffered_steps=max_buffered_steps,
+            on_failure=self._report,
+        )
+
+    def step(
+        self,
+        observation: str,
+        action: str | Mapping[str, Any],
+        *,
+        state_data: Mapping[str, Any] | None = None,
+        internal_state: str | None = None,
+        result: str | None = None,
+        reward: float | None = None,
+        done: bool = False,
+        truncated: bool = False,
+        caused_failure: bool = False,
+        error: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> int | None:
+        """Record a step; returns its index, or ``None`` if it was dropped (buffer full).
+
+        Never blocks and never raises for network problems. The step is copied now,
+        so the caller may reuse its dicts. Invalid arguments (a non-text observation,
+        an object JSON cannot hold) raise :class:`~reflexa.errors.InvalidInput` here,
+        where the bug is; a step after :meth:`finish` or :meth:`close` raises ``RuntimeError``.
+        """
+        if self._sender.drop_if_full():
+            return None
+        body = dump(
+            coerce(
+                Step,
+                {
+                    "state": {"observation": observation, "data": state_data},
+                    "internal_state": internal_state,
+                    "action": action,
+                    "result": result,
+                    "error": error,
+                    "reward": reward,
+                    "done": done,
+                    "truncated": truncated,
+                    "caused_failure": caused_failure,
+                    "metadata": metadata,
+                },
+            )
+        )
+        return self._sender.add_step(body)
+
+    def finish(
+        self,
+        *,
+        success: bool | None = None,
+        reward: float | None = None,
+        failure_reason: str | None = None,
+        details: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Set the outcome, sent after the last step; it closes the trajectory. Never blocks."""
+        outcome = dump(
+            coerce(
+                Outcome,
+                {
+                    "success": success,
+                    "reward": reward,
+                    "failure_reason": failure_reason,
+                    "details": details,
+                },
+            )
+        )
+        self._sender.set_outcome(outcome)
+
+    @property
+    def stats(self) -> EpisodeStats:
+        return self._sender.stats()
+
+    def close(self) -> EpisodeStats:
+        """Send what is left, waiting at most ``flush_timeout`` seconds; idempotent.
+
+        Returns the final stats. Anything not delivered is logged as a warning and,
+        if steps were dropped or timed out, reported to ``on_error``; with
+        ``strict=True`` it raises :class:`~reflexa.errors.EpisodeDeliveryError`.
+        """
+        return self._close(raise_on_loss=self._strict)
+
+    async def aclose(self) -> EpisodeStats:
+        """:meth:`close` in a worker thread, so the event loop keeps running while it flushes."""
+        return await asyncio.to_thread(self.close)
+
+    def __enter__(self) -> Episode:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        # Never let a delivery error hide the exception that ended the block.
+        self._close(raise_on_loss=self._strict and exc is None)
+
+    async def __aenter__(self) -> Episode:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await asyncio.to_thread(self._close, raise_on_loss=self._strict and exc is None)
+
+    def _close(self, *, raise_on_loss: bool) -> EpisodeStats:
+        timed_out = self._sender.close(self._flush_timeout)
+        stats = self._sender.stats()
+        if timed_out is None:  # closed before; it was reported then
+            return stats
+        if not stats.delivered:
+            message = (
+                f"episode {self.id}: {stats.dropped} steps dropped, {stats.failed} not delivered, "
+                f"outcome {stats.outcome}; last error: {stats.last_error}"
+            )
+            log.warning("%s", message)
+            if stats.dropped or timed_out:
+                self._report(EpisodeDeliveryError(message, stats=stats))
+            if raise_on_loss:
+                raise EpisodeDeliveryError(message, stats=stats)
+        return stats
+
+    def _report(self, error: ReflexaError) -> None:
+        if self._on_error is None:
+            return
+        try:
+            self._on_error(error)
+        except Exception:
+            log.exception("episode %s: on_error callback raised", self.id)

@@ -1,0 +1,271 @@
+"""The client against a real server (``live_server``: uvicorn over HTTP on SQLite).
+
+Every test works in a namespace of its own, so they share one server safely.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from reflexa import AsyncClient, Client, cli, errors
+from reflexa import _operations as operations
+
+STEP = {"state": {"observation": "a room with a door"}, "action": "open door", "reward": 0.0}
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture(scope="module")
+def admin(live_server: Any) -> Iterator[Client]:
+    with Client(live_server.url, live_server.admin_key) as client:
+        yield client
+
+
+@pytest.fixture
+def namespace(admin: Client) -> str:
+    return admin.create_namespace(unique("client")).name
+
+
+def steps(n: int, start: int = 0) -> list[dict[str, Any]]:
+    return [
+        {"index": i, "state": {"observation": f"obs {i}"}, "action": {"tool": "move", "to": i}}
+        for i in range(start, start + n)
+    ]
+
+
+def test_health(admin: Client) -> None:
+    assert admin.healthz()["status"] == "ok"
+    assert admin.readyz()["status"] == "ready"
+
+
+def test_namespaces_create_replay_conflict_list(admin: Client) -> None:
+    name = unique("ns")
+    created = admin.create_namespace(name, {"gamma": 0.9})
+    assert (created.name, created.settings.gamma) == (name, 0.9)
+    assert admin.create_namespace(name, {"gamma": 0.9}).created_at == created.created_at
+    with pytest.raises(errors.Conflict):
+        admin.create_namespace(name, {"gamma": 0.5})
+    assert name in {ns.name for ns in admin.list_namespaces()}
+
+
+def test_keys_roles_and_scopes(admin: Client, live_server: Any, namespace: str) -> None:
+    key = admin.create_key("agent", [namespace], description="client test")
+    assert key.role == "agent" and key.namespaces == [namespace] and key.key
+    with Client(live_server.url, key.key, namespace=namespace) as agent:
+        assert agent.create_trajectory(task="t").namespace == namespace
+        with pytest.raises(errors.Forbidden):
+            agent.create_namespace(unique("nope"))
+        with pytest.raises(errors.NotFound):
+            agent.create_trajectory(unique("other"), task="t")
+    with Client(live_server.url, "rfx_not_a_key") as stranger, pytest.raises(errors.Unauthorized):
+        stranger.list_namespaces()
+
+
+def test_trajectory_lifecycle(admin: Client, namespace: str) -> None:
+    trajectory_id = unique("t")
+    first = admin.create_trajectory(
+        namespace,
+        id=trajectory_id,
+        task="open the door",
+        environment="house",
+        agent="bot",
+        policy_version="v1",
+        metadata={"seed": 1},
+        steps=steps(2),
+    )
+    assert (first.id, first.status, first.step_count) == (trajectory_id, "open", 2)
+    assert first.consistency_token
+
+    replay = admin.create_trajectory(
+        namespace,
+        id=trajectory_id,
+        task="open the door",
+        environment="house",
+        agent="bot",
+        policy_version="v1",
+        metadata={"seed": 1},
+        steps=steps(2),
+    )
+    assert replay.id == first.id and replay.created_at == first.created_at
+    with pytest.raises(errors.Conflict) as conflict:
+        admin.create_trajectory(namespace, id=trajectory_id, task="something else")
+    assert conflict.value.field == "id"
+
+    appended = admin.append_steps(namespace, trajectory_id, steps(3, start=2))
+    assert (appended.step_count, appended.appended) == (5, 3)
+    again = admin.append_steps(namespace, trajectory_id, steps(3, start=2))
+    assert (again.step_count, again.appended) == (5, 0)
+    with pytest.raises(errors.Conflict):
+        admin.append_steps(namespace, trajectory_id, steps(1, start=9))
+
+    closed = admin.report_outcome(namespace, trajectory_id, success=True, reward=1.0, details={"turns": 5})
+    assert closed.status == "closed" and closed.outcome is not None and closed.outcome.success is True
+    assert admin.report_outcome(namespace, trajectory_id, success=True, reward=1.0, details={"turns": 5})
+    with pytest.raises(errors.Conflict):
+        admin.report_outcome(namespace, trajectory_id, success=False)
+    with pytest.raises(errors.Conflict):
+        admin.append_steps(namespace, trajectory_id, steps(1, start=5))
+
+    got = admin.get_trajectory(namespace, trajectory_id)
+    assert [s.index for s in got.steps or []] == [0, 1, 2, 3, 4]
+    assert got.steps and got.steps[4].action == {"tool": "move", "to": 4}
+
+    deleted = admin.delete_trajectory(namespace, trajectory_id)
+    assert (deleted.id, deleted.deleted_steps) == (trajectory_id, 5)
+    with pytest.raises(errors.NotFound):
+        admin.get_trajectory(namespace, trajectory_id)
+
+
+def test_batch_is_atomic_and_names_the_bad_item(admin: Client, namespace: str) -> None:
+    group = unique("g")
+    items = [
+        {"task": "same task", "group_id": group, "steps": [STEP], "outcome": {"reward": r}} for r in (0, 1)
+    ]
+    items = [dict(item, id=unique("b")) for item in items]
+    result = admin.create_trajectories(namespace, items)
+    assert (result.created, result.replayed) == (2, 0)
+    assert [item.status for item in result.items] == ["closed", "closed"]
+    assert admin.create_trajectories(namespace, items).replayed == 2
+
+    fresh = {"id": unique("b"), "task": "t"}
+    unstorable = {"task": "t", "steps": [{"state": {"observation": "nul \x00 inside"}, "action": "a"}]}
+    with pytest.raises(errors.InvalidInput) as caught:
+        admin.create_trajectories(namespace, [fresh, unstorable])
+    assert caught.value.field == "trajectories[1].steps[0].state.observation"
+    with pytest.raises(errors.NotFound):
+        admin.get_trajectory(namespace, fresh["id"])
+
+
+def test_list_filters_and_pagination(admin: Client, namespace: str) -> None:
+    group = unique("g")
+    outcomes = [{"success": i % 2 == 0} for i in range(7)]
+    admin.create_trajectories(
+        namespace, [{"task": f"t{i}", "group_id": group, "outcome": o} for i, o in enumerate(outcomes)]
+    )
+    admin.create_trajectory(namespace, task="still open", group_id=group)
+
+    page = admin.list_trajectories(namespace, group_id=group, limit=3)
+    assert len(page.items) == 3 and page.next_cursor
+    everything = list(admin.iter_trajectories(namespace, group_id=group, page_size=3))
+    assert len(everything) == 8 and len({t.id for t in everything}) == 8
+    assert len(list(admin.iter_trajectories(namespace, group_id=group, success=True))) == 4
+    assert [t.task for t in admin.iter_trajectories(namespace, group_id=group, status="open")] == [
+        "still open"
+    ]
+    with_steps = admin.list_trajectories(namespace, group_id=group, limit=1, include_steps=True)
+    assert with_steps.items[0].steps == []
+
+
+def test_episode_logger_end_to_end(admin: Client, namespace: str) -> None:
+    with admin.episode(namespace, task="walk 500 steps", agent="walker", strict=True) as ep:
+        for i in range(500):
+            ep.step(f"position {i}", "step forward", reward=0.01, done=i == 499, metadata={"i": i})
+        ep.finish(success=True, reward=5.0)
+    assert ep.stats.delivered and ep.stats.sent == 500
+
+    stored = admin.get_trajectory(namespace, ep.id)
+    assert [s.index for s in stored.steps or []] == list(range(500))
+    assert stored.status == "closed" and stored.step_count == 500
+    assert stored.outcome is not None and (stored.outcome.success, stored.outcome.reward) == (True, 5.0)
+    assert stored.steps and stored.steps[499].done and stored.steps[7].metadata == {"i": 7}
+
+
+def test_an_interrupted_episode_stays_open(admin: Client, namespace: str) -> None:
+    with pytest.raises(RuntimeError), admin.episode(namespace, task="crashes") as ep:
+        ep.step("before the crash", "act")
+        raise RuntimeError("agent crashed")
+    stored = admin.get_trajectory(namespace, ep.id)
+    assert stored.status == "open" and stored.step_count == 1
+
+
+def test_cli_ingest(
+    live_server: Any, admin: Client, namespace: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    lines = [
+        json.dumps({"task": f"ingested {i}", "steps": [STEP], "outcome": {"success": True}})
+        for i in range(12)
+    ]
+    lines.insert(5, '{"task": "cut off"')
+    source = tmp_path / "rollouts.jsonl"
+    source.write_text("\n".join(lines) + "\n")
+    argv = [
+        "ingest",
+        str(source),
+        "--namespace",
+        namespace,
+        "--batch-size",
+        "5",
+        "--url",
+        live_server.url,
+        "--api-key",
+        live_server.admin_key,
+    ]
+
+    assert cli.main(argv) == 1
+    out, err = capsys.readouterr()
+    assert "line 6: invalid JSON" in err
+    assert "13 lines: 12 new, 0 replays, 1 failed" in out
+    assert len(list(admin.iter_trajectories(namespace))) == 12
+
+    assert cli.main(argv) == 1
+    assert "13 lines: 0 new, 12 replays, 1 failed" in capsys.readouterr().out
+    assert len(list(admin.iter_trajectories(namespace))) == 12
+
+
+@pytest.mark.anyio
+async def test_async_client(live_server: Any, namespace: str) -> None:
+    async with AsyncClient(live_server.url, live_server.admin_key, namespace=namespace) as client:
+        written = await client.create_trajectory(task="async", steps=[STEP])
+        await client.append_steps(None, written.id, steps(1, start=1))
+        got = await client.get_trajectory(None, written.id)
+        found = [t.id async for t in client.iter_trajectories()]
+    assert got.step_count == 2
+    assert found == [written.id]
+
+
+def test_every_client_route_exists_in_the_servers_openapi(live_server: Any) -> None:
+    """The client's routes are written by hand; the server's OpenAPI is the contract."""
+    examples = {
+        "healthz": (),
+        "readyz": (),
+        "create_key": ("agent", ["nsx"], None),
+        "create_namespace": ("nsx", None),
+        "list_namespaces": (None,),
+        "create_trajectory": ("nsx", {"id": "idx", "task": "t"}),
+        "create_trajectories": ("nsx", [{"task": "t"}]),
+        "get_trajectory": ("nsx", "idx"),
+        "list_trajectories": ("nsx", {}),
+        "append_steps": ("nsx", "idx", [STEP]),
+        "report_outcome": ("nsx", "idx", {}),
+        "delete_trajectory": ("nsx", "idx"),
+    }
+    builders = {
+        name
+        for name, value in vars(operations).items()
+        if callable(value)
+        and str(getattr(value, "__annotations__", {}).get("return", "")).startswith("Operation[")
+    }
+    assert builders == set(examples)  # a new route must be added here to be checked
+
+    paths = httpx.get(f"{live_server.url}/openapi.json").json()["paths"]
+    for name, args in examples.items():
+        op = getattr(operations, name)(*args)
+        template = op.path.replace("/nsx/", "/{ns}/").replace("/idx", "/{id}")
+        assert op.method.lower() in paths.get(template, {}), f"{name}: {op.method} {template}"
+
+    # And every filter the client sends is a parameter the server reads.
+    listing = paths["/v1/namespaces/{ns}/trajectories"]["get"]
+    known = {parameter["name"] for parameter in listing["parameters"]}
+    signature = inspect.signature(Client.list_trajectories).parameters
+    filters = [name for name in signature if name not in ("self", "namespace")]
+    sent = operations.list_trajectories("nsx", dict.fromkeys(filters, "x")).params or {}
+    assert set(sent) <= known, set(sent) - known

@@ -21,6 +21,7 @@ from service.health.router import router as health_router
 from service.keys.router import router as keys_router
 from service.metrics import Metrics, MetricsMiddleware
 from service.namespaces.router import router as namespaces_router
+from service.retrieval.router import router as retrieval_router
 from service.settings import Settings, get_settings
 from service.trajectories.router import router as trajectories_router
 from store.database import Database
@@ -77,9 +78,7 @@ def _reflexa_error(_: Request, exc: ReflexaError) -> JSONResponse:
 def _http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
     # Framework-raised errors (unknown route, wrong method, undecodable body) get
     # the same error shape as ours.
-    kind = {404: "not_found", 405: "method_not_allowed", 400: "invalid_input"}.get(
-        exc.status_code, "http_error"
-    )
+    kind = {404: "not_found", 405: "method_not_allowed", 400: "invalid_input"}.get(exc.status_code, "http_error")
     message = str(exc.detail)
     if exc.status_code == 400 and "parsing the body" in message:
         message = "request body is not valid JSON in UTF-8"
@@ -112,9 +111,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             )
         app.state.services = services
         metrics.watch_jobs(db)
+        if settings.worker.in_process:
+            services.worker.start()
         try:
             yield
         finally:
+            services.worker.stop()
+            services.registry.save_all()
             db.dispose()
 
     app = FastAPI(
@@ -130,6 +133,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_exception_handler(RequestValidationError, _validation_error)  # type: ignore[arg-type]
     app.add_exception_handler(ReflexaError, _reflexa_error)  # type: ignore[arg-type]
     app.add_exception_handler(StarletteHTTPException, _http_error)  # type: ignore[arg-type]
-    for router in (health_router, keys_router, namespaces_router, trajectories_router):
+    for router in (health_router, keys_router, namespaces_router, trajectories_router, retrieval_router):
         app.include_router(router)
     return app

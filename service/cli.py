@@ -65,11 +65,7 @@ def _db_current(args: argparse.Namespace) -> int:
         status = schema_status(engine)
     finally:
         engine.dispose()
-    print(
-        json.dumps(
-            {"current": list(status.current), "head": list(status.head), "up_to_date": status.up_to_date}
-        )
-    )
+    print(json.dumps({"current": list(status.current), "head": list(status.head), "up_to_date": status.up_to_date}))
     return 0 if status.up_to_date else 1
 
 
@@ -101,9 +97,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     """Entry point `reflexa.commands`: add the server commands to `reflexa`."""
     db_url = {"help": "overrides REFLEXA_DATABASE_URL"}
 
-    serve = subparsers.add_parser(
-        "serve", help="start the service (embedded defaults: SQLite under ./reflexa-data)"
-    )
+    serve = subparsers.add_parser("serve", help="start the service (embedded defaults: SQLite under ./reflexa-data)")
     serve.add_argument("--host")
     serve.add_argument("--port", type=int)
     serve.add_argument("--database-url", **db_url)

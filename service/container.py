@@ -1,33 +1,80 @@
-"""The process's long-lived objects, built once in the lifespan and reached through
-dependencies (tests build their own)."""
+"""The process's long-lived objects, built once in the lifespan (or by a worker
+process) and reached through dependencies (tests build their own)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from reflectors.exemplars import ExemplarReflector
+from reflectors.worker import Worker, WorkerConfig
 from service.keys.service import KeyService
 from service.limits import LimitChecker
 from service.namespaces.service import NamespaceService
+from service.retrieval.service import RetrievalService
 from service.settings import Settings
-from service.trajectories.service import TrajectoryService
+from service.trajectories.service import CLOSED_JOB_KIND, TrajectoryService
 from store.database import Database
+from store.embedding import Embedder, build_embedder
+from store.index_registry import IndexRegistry
+
+
+def make_embedder(settings: Settings) -> Embedder:
+    e = settings.embedding
+    return build_embedder(
+        e.backend,
+        model_path=e.model_path,
+        cache_dir=settings.data_dir / "models",
+        threads=e.threads,
+        batch_size=e.batch_size,
+        cache_size=e.cache_size,
+        openai_base_url=e.openai_base_url,
+        openai_api_key=e.openai_api_key,
+        openai_model=e.openai_model,
+        openai_dim=e.openai_dim,
+    )
+
+
+def make_worker(settings: Settings, db: Database, embedder: Embedder) -> Worker:
+    w = settings.worker
+    config = WorkerConfig(
+        concurrency=w.concurrency, lease_seconds=w.lease_seconds, poll_interval=w.poll_interval_ms / 1000
+    )
+    return Worker(db, {CLOSED_JOB_KIND: ExemplarReflector(db, embedder)}, config)
 
 
 @dataclass
 class Services:
     settings: Settings
     db: Database
+    embedder: Embedder
+    registry: IndexRegistry
+    worker: Worker
     keys: KeyService
     namespaces: NamespaceService
     trajectories: TrajectoryService
+    retrieval: RetrievalService
 
     @classmethod
-    def build(cls, settings: Settings, db: Database) -> Services:
+    def build(cls, settings: Settings, db: Database, embedder: Embedder | None = None) -> Services:
+        embedder = embedder or make_embedder(settings)
+        checker = LimitChecker(settings.limits)
         namespaces = NamespaceService(db)
+        registry = IndexRegistry(
+            db,
+            model=embedder.name,
+            dim=embedder.dim,
+            snapshot_dir=settings.data_dir / "indexes" if settings.index.snapshots else None,
+            sync_interval=settings.index.sync_interval_ms / 1000,
+        )
+        worker = make_worker(settings, db, embedder)
         return cls(
             settings=settings,
             db=db,
+            embedder=embedder,
+            registry=registry,
+            worker=worker,
             keys=KeyService(db),
             namespaces=namespaces,
-            trajectories=TrajectoryService(db, namespaces, LimitChecker(settings.limits)),
+            trajectories=TrajectoryService(db, namespaces, checker, on_enqueue=worker.wake),
+            retrieval=RetrievalService(db, namespaces, embedder, registry, checker),
         )

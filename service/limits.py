@@ -35,9 +35,7 @@ class LimitChecker:
         bad = _UNSTORABLE.search(value)
         if bad:
             what = "a NUL character" if bad.group() == "\x00" else "an unpaired UTF-16 surrogate"
-            raise InvalidInput(
-                f"{field} contains {what} at position {bad.start()}", field=field, rule="valid_unicode"
-            )
+            raise InvalidInput(f"{field} contains {what} at position {bad.start()}", field=field, rule="valid_unicode")
 
     def json(self, value: Any, field: str) -> None:
         """Structured values: bounded depth and size, every string and key storable."""
@@ -66,9 +64,7 @@ class LimitChecker:
                     budget[0] -= 1
             elif isinstance(node, float) and not math.isfinite(node):
                 # Python's JSON parser accepts NaN/Infinity; JSON columns cannot store them.
-                raise InvalidInput(
-                    f"{path} is {node}; numbers must be finite", field=path, rule="finite_number"
-                )
+                raise InvalidInput(f"{path} is {node}; numbers must be finite", field=path, rule="finite_number")
             else:
                 budget[0] -= 8
             if budget[0] < 0:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -28,16 +29,45 @@ class Limits(BaseModel):
     max_page_size: int = Field(500, description="largest `limit` of a list request")
 
 
-class Settings(BaseSettings):
-    model_config = SettingsConfigDict(
-        env_prefix="REFLEXA_", env_nested_delimiter="__", extra="ignore", env_file=None
+class EmbeddingSettings(BaseModel):
+    backend: Literal["onnx", "torch", "openai", "hashing"] = Field(
+        "onnx",
+        description="onnx: the model on ONNX Runtime (default, exported offline on first start); torch: "
+        "sentence-transformers; openai: an OpenAI-compatible /embeddings endpoint; hashing: no model (tests)",
     )
+    model_path: str | None = Field(
+        None, description="a sentence-transformers model directory; default: the packaged all-MiniLM-L6-v2"
+    )
+    threads: int = Field(1, ge=1, description="intra-op threads per encode (1 is best when cores are shared)")
+    batch_size: int = Field(64, ge=1)
+    cache_size: int = Field(100_000, ge=0, description="texts whose vectors are kept in memory (0: no cache)")
+    openai_base_url: str | None = None
+    openai_api_key: str | None = None
+    openai_model: str | None = None
+    openai_dim: int | None = None
+
+
+class IndexSettings(BaseModel):
+    sync_interval_ms: int = Field(
+        100, ge=0, description="how stale a process's in-memory index may be before a retrieve catches it up"
+    )
+    snapshots: bool = Field(True, description="persist indexes under <data_dir>/indexes for fast restarts")
+
+
+class WorkerSettings(BaseModel):
+    in_process: bool = Field(True, description="`reflexa serve` runs a worker thread in the API process")
+    concurrency: int = Field(1, ge=1, description="jobs run at once per worker")
+    lease_seconds: float = Field(300.0, gt=0, description="a claimed job returns to the queue after this")
+    poll_interval_ms: int = Field(100, ge=1, description="how often an idle worker looks for jobs")
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="REFLEXA_", env_nested_delimiter="__", extra="ignore", env_file=None)
 
     data_dir: Path = Field(Path("./reflexa-data"), description="where the embedded defaults keep their files")
     database_url: str | None = Field(
         None,
-        description="sqlite:///path.db or postgresql+psycopg://user@host/db; "
-        "default: SQLite at <data_dir>/reflexa.db",
+        description="sqlite:///path.db or postgresql+psycopg://user@host/db; default: SQLite at <data_dir>/reflexa.db",
     )
     db_pool_size: int = Field(10, description="connections per process (PostgreSQL)")
     sqlite_busy_timeout_ms: int = Field(30_000, description="how long a SQLite writer waits for the lock")
@@ -48,6 +78,9 @@ class Settings(BaseSettings):
     port: int = Field(8080, description="`reflexa serve` port")
     check_schema: bool = Field(True, description="refuse to start on an out-of-date database schema")
     limits: Limits = Field(default_factory=Limits)
+    embedding: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
+    index: IndexSettings = Field(default_factory=IndexSettings)
+    worker: WorkerSettings = Field(default_factory=WorkerSettings)
 
     @property
     def resolved_database_url(self) -> str:

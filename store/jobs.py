@@ -7,9 +7,10 @@ the same work is never queued twice.
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import and_, func, or_, select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
@@ -44,9 +45,7 @@ def enqueue_job(
         "attempts": 0,
     }
     insert_fn = pg_insert if session.get_bind().dialect.name == "postgresql" else sqlite_insert
-    stmt = (
-        insert_fn(Job).values(**values).on_conflict_do_nothing(index_elements=["dedup_key"]).returning(Job.id)
-    )
+    stmt = insert_fn(Job).values(**values).on_conflict_do_nothing(index_elements=["dedup_key"]).returning(Job.id)
     job_id = session.scalar(stmt)
     if job_id is None and dedup_key is not None:
         job_id = session.scalar(select(Job.id).where(Job.dedup_key == dedup_key))
@@ -57,3 +56,134 @@ def count_jobs_by_status(session: Session) -> dict[tuple[str, str], int]:
     """(kind, status) -> count, for metrics and readiness."""
     rows = session.execute(select(Job.kind, Job.status, func.count()).group_by(Job.kind, Job.status))
     return {(kind, status): n for kind, status, n in rows}
+
+
+def claim_jobs(
+    session: Session, *, worker_id: str, limit: int, lease_seconds: float, kinds: list[str] | None = None
+) -> list[Job]:
+    """Take up to `limit` runnable jobs: queued ones that are due, and running ones
+    whose lease expired (their worker died). Each claim bumps `attempts`.
+
+    PostgreSQL: `FOR UPDATE SKIP LOCKED`, so any number of workers claim without
+    blocking each other or taking the same job. SQLite: the write unit's
+    `BEGIN IMMEDIATE` already makes this the only writer.
+    """
+    now = utcnow()
+    runnable = or_(
+        and_(Job.status == "queued", Job.run_after <= now),
+        and_(Job.status == "running", Job.lease_expires_at < now),
+    )
+    stmt = select(Job).where(runnable).order_by(Job.priority, Job.id).limit(limit)
+    if kinds:
+        stmt = stmt.where(Job.kind.in_(kinds))
+    if session.get_bind().dialect.name == "postgresql":
+        stmt = stmt.with_for_update(skip_locked=True)
+    jobs = list(session.scalars(stmt))
+    lease = now + timedelta(seconds=lease_seconds)
+    for job in jobs:
+        job.status = "running"
+        job.locked_by = worker_id
+        job.lease_expires_at = lease
+        job.attempts += 1
+        job.updated_at = now
+    session.flush()
+    return jobs
+
+
+def _owned(session: Session, job_id: int, worker_id: str) -> Job | None:
+    """The job, locked, if this worker still holds its lease (fencing: a worker
+    whose lease expired and was re-claimed must not write its results)."""
+    stmt = select(Job).where(Job.id == job_id)
+    if session.get_bind().dialect.name == "postgresql":
+        stmt = stmt.with_for_update()
+    job = session.scalars(stmt).one_or_none()
+    if job is None or job.status != "running" or job.locked_by != worker_id:
+        return None
+    return job
+
+
+def complete_job(session: Session, job_id: int, worker_id: str) -> bool:
+    """Mark done in the caller's transaction (the one that writes the job's results),
+    so results and completion commit together or not at all."""
+    job = _owned(session, job_id, worker_id)
+    if job is None:
+        return False
+    now = utcnow()
+    job.status = "done"
+    job.finished_at = now
+    job.updated_at = now
+    job.lease_expires_at = None
+    job.last_error = None
+    session.flush()
+    return True
+
+
+def fail_job(session: Session, job_id: int, worker_id: str, error: str, *, retry_in: float | None) -> bool:
+    """Record an error: back to the queue after `retry_in` seconds while attempts
+    remain (and the error is transient), else failed for good, error kept."""
+    job = _owned(session, job_id, worker_id)
+    if job is None:
+        return False
+    now = utcnow()
+    job.last_error = error[:10_000]
+    job.updated_at = now
+    job.lease_expires_at = None
+    job.locked_by = None
+    if retry_in is not None and job.attempts < job.max_attempts:
+        job.status = "queued"
+        job.run_after = now + timedelta(seconds=retry_in)
+    else:
+        job.status = "failed"
+        job.finished_at = now
+    session.flush()
+    return True
+
+
+def retry_job(session: Session, namespace: str, job_id: int) -> Job | None:
+    """Operator retry of a failed job: queued again with a fresh attempt budget."""
+    job = session.scalars(select(Job).where(Job.id == job_id, Job.namespace == namespace)).one_or_none()
+    if job is None:
+        return None
+    if job.status == "failed":
+        now = utcnow()
+        job.status = "queued"
+        job.attempts = 0
+        job.run_after = now
+        job.updated_at = now
+        job.finished_at = None
+        session.flush()
+    return job
+
+
+def get_job(session: Session, job_id: int) -> Job | None:
+    return session.get(Job, job_id)
+
+
+def list_jobs(
+    session: Session,
+    namespace: str,
+    *,
+    status: str | None,
+    kind: str | None,
+    before_id: int | None,
+    limit: int,
+) -> list[Job]:
+    stmt = select(Job).where(Job.namespace == namespace)
+    if status is not None:
+        stmt = stmt.where(Job.status == status)
+    if kind is not None:
+        stmt = stmt.where(Job.kind == kind)
+    if before_id is not None:
+        stmt = stmt.where(Job.id < before_id)
+    return list(session.scalars(stmt.order_by(Job.id.desc()).limit(limit)))
+
+
+def job_statuses(session: Session, namespace: str, kind: str, first_id: int, last_id: int) -> dict[str, int]:
+    """Status -> count for the namespace's jobs of one kind in an id range (a write's
+    consistency token names the range its jobs fell in)."""
+    stmt = (
+        select(Job.status, func.count())
+        .where(Job.namespace == namespace, Job.kind == kind, Job.id >= first_id, Job.id <= last_id)
+        .group_by(Job.status)
+    )
+    return {status: n for status, n in session.execute(stmt)}

@@ -22,6 +22,7 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
     String,
     Text,
@@ -43,6 +44,11 @@ NAMING_CONVENTION = {
 JSONType = JSON().with_variant(JSONB(), "postgresql")
 # SQLite only auto-increments INTEGER PRIMARY KEY, so BigInteger keys are INTEGER there.
 BigPK = BigInteger().with_variant(Integer(), "sqlite")
+
+
+# SQLite reuses the highest rowid after a delete unless AUTOINCREMENT is asked for;
+# ids here must never come back (index entries, job ids in tokens, cursors).
+NO_REUSE: dict[str, Any] = {"sqlite_autoincrement": True}
 
 
 def utcnow() -> datetime:
@@ -102,6 +108,7 @@ class Trajectory(Base):
         Index("ix_trajectories_ns_env", "namespace", "environment", "pk"),
         Index("ix_trajectories_ns_task", "namespace", "task_hash", "pk"),
         Index("ix_trajectories_ns_group", "namespace", "group_id"),
+        NO_REUSE,
     )
 
     pk: Mapped[int] = mapped_column(BigPK, primary_key=True, autoincrement=True)
@@ -135,7 +142,7 @@ class Trajectory(Base):
 
 class Step(Base):
     __tablename__ = "steps"
-    __table_args__ = (UniqueConstraint("trajectory_pk", "index"),)
+    __table_args__ = (UniqueConstraint("trajectory_pk", "index"), NO_REUSE)
 
     pk: Mapped[int] = mapped_column(BigPK, primary_key=True, autoincrement=True)
     trajectory_pk: Mapped[int] = mapped_column(ForeignKey("trajectories.pk", ondelete="CASCADE"))
@@ -165,6 +172,7 @@ class Reflection(Base):
     __table_args__ = (
         UniqueConstraint("namespace", "id"),
         Index("ix_reflections_ns_kind_status", "namespace", "kind", "status", "pk"),
+        NO_REUSE,
     )
 
     pk: Mapped[int] = mapped_column(BigPK, primary_key=True, autoincrement=True)
@@ -180,6 +188,13 @@ class Reflection(Base):
     reflector: Mapped[str] = mapped_column(String(100))
     reflector_version: Mapped[str] = mapped_column(String(40))
     model: Mapped[str | None] = mapped_column(String(200))
+    # What the evidence says (aggregated from reflection_evidence, kept in step with it):
+    # for a merged exemplar, how often the (state, action) was seen, credited with
+    # success or failure, and its mean return-to-go.
+    evidence_count: Mapped[int] = mapped_column(Integer, default=0)
+    evidence_successes: Mapped[int] = mapped_column(Integer, default=0)
+    evidence_failures: Mapped[int] = mapped_column(Integer, default=0)
+    evidence_value: Mapped[float | None] = mapped_column(Float)
     # Utility: counts of served retrievals whose outcome was reported.
     uses: Mapped[int] = mapped_column(Integer, default=0)
     successes: Mapped[int] = mapped_column(Integer, default=0)
@@ -194,23 +209,34 @@ class Reflection(Base):
 
 
 class ReflectionEvidence(Base):
-    """Which trajectory (and step range) a reflection was distilled from."""
+    """Which trajectory (and step range) a reflection was distilled from.
+
+    For a merged exemplar, each source step is one row, carrying what that step
+    contributed (its credited success or failure and its return-to-go), so the
+    merged statistics can be recomputed exactly when a source trajectory goes.
+    """
 
     __tablename__ = "reflection_evidence"
-    __table_args__ = (Index("ix_reflection_evidence_trajectory", "trajectory_pk"),)
+    __table_args__ = (
+        Index("ix_reflection_evidence_trajectory", "trajectory_pk"),
+        UniqueConstraint("reflection_pk", "trajectory_pk", "step_start"),
+        NO_REUSE,
+    )
 
     pk: Mapped[int] = mapped_column(BigPK, primary_key=True, autoincrement=True)
     reflection_pk: Mapped[int] = mapped_column(ForeignKey("reflections.pk", ondelete="CASCADE"), index=True)
     trajectory_pk: Mapped[int] = mapped_column(ForeignKey("trajectories.pk", ondelete="CASCADE"))
     step_start: Mapped[int | None] = mapped_column(Integer)
     step_end: Mapped[int | None] = mapped_column(Integer)
+    success: Mapped[bool | None] = mapped_column(Boolean)  # credited outcome; None = no credit
+    value: Mapped[float | None] = mapped_column(Float)  # e.g. the step's return-to-go
 
 
 class ReflectionVersion(Base):
     """Audit history: every edit or status change of a reflection, who and when."""
 
     __tablename__ = "reflection_versions"
-    __table_args__ = (UniqueConstraint("reflection_pk", "version", "action"),)
+    __table_args__ = (UniqueConstraint("reflection_pk", "version", "action"), NO_REUSE)
 
     pk: Mapped[int] = mapped_column(BigPK, primary_key=True, autoincrement=True)
     reflection_pk: Mapped[int] = mapped_column(ForeignKey("reflections.pk", ondelete="CASCADE"))
@@ -220,6 +246,48 @@ class ReflectionVersion(Base):
     content: Mapped[dict[str, Any]] = mapped_column(JSONType)
     actor: Mapped[str] = mapped_column(String(100))
     note: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class Embedding(Base):
+    """A reflection's vector for one field ("state", "internal", "text"), so an index
+    rebuild needs no re-encoding. Tied to the model that made it."""
+
+    __tablename__ = "embeddings"
+    __table_args__ = (
+        UniqueConstraint("reflection_pk", "field", "model"),
+        Index("ix_embeddings_ns_kind", "namespace", "kind", "field", "model"),
+        NO_REUSE,
+    )
+
+    pk: Mapped[int] = mapped_column(BigPK, primary_key=True, autoincrement=True)
+    reflection_pk: Mapped[int] = mapped_column(ForeignKey("reflections.pk", ondelete="CASCADE"))
+    namespace: Mapped[str] = mapped_column(String(64))
+    kind: Mapped[str] = mapped_column(String(16))
+    field: Mapped[str] = mapped_column(String(16))
+    model: Mapped[str] = mapped_column(String(200))
+    dim: Mapped[int] = mapped_column(Integer)
+    vector: Mapped[bytes] = mapped_column(LargeBinary)  # float32, little-endian, L2-normalised
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class IndexChange(Base):
+    """The change feed the in-memory vector indexes catch up from.
+
+    Writers append to it under a per-namespace lock (PostgreSQL advisory lock;
+    SQLite's single writer), so within a namespace `seq` order is commit order and
+    "everything after my watermark" never skips a late commit. No foreign key: a
+    delete must outlive the row it deletes.
+    """
+
+    __tablename__ = "index_changes"
+    __table_args__ = (Index("ix_index_changes_ns_seq", "namespace", "seq"), NO_REUSE)
+
+    seq: Mapped[int] = mapped_column(BigPK, primary_key=True, autoincrement=True)
+    namespace: Mapped[str] = mapped_column(String(64))
+    kind: Mapped[str] = mapped_column(String(16))
+    reflection_pk: Mapped[int] = mapped_column(BigInteger)
+    op: Mapped[str] = mapped_column(String(8))  # upsert | delete
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
 
@@ -235,6 +303,7 @@ class Job(Base):
         UniqueConstraint("dedup_key"),
         Index("ix_jobs_claim", "status", "run_after"),
         Index("ix_jobs_ns_status", "namespace", "status", "id"),
+        NO_REUSE,
     )
 
     id: Mapped[int] = mapped_column(BigPK, primary_key=True, autoincrement=True)
@@ -273,7 +342,7 @@ class Retrieval(Base):
 
 class RetrievalItem(Base):
     __tablename__ = "retrieval_items"
-    __table_args__ = (UniqueConstraint("retrieval_id", "reflection_pk"),)
+    __table_args__ = (UniqueConstraint("retrieval_id", "reflection_pk"), NO_REUSE)
 
     pk: Mapped[int] = mapped_column(BigPK, primary_key=True, autoincrement=True)
     retrieval_id: Mapped[str] = mapped_column(ForeignKey("retrievals.id", ondelete="CASCADE"))
@@ -288,9 +357,7 @@ class RetrievalOutcome(Base):
 
     __tablename__ = "retrieval_outcomes"
 
-    retrieval_id: Mapped[str] = mapped_column(
-        ForeignKey("retrievals.id", ondelete="CASCADE"), primary_key=True
-    )
+    retrieval_id: Mapped[str] = mapped_column(ForeignKey("retrievals.id", ondelete="CASCADE"), primary_key=True)
     success: Mapped[bool | None] = mapped_column(Boolean)
     reward: Mapped[float | None] = mapped_column(Float)
     details: Mapped[dict[str, Any] | None] = mapped_column(JSONType)

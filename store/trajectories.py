@@ -8,10 +8,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import delete, exists, func, insert, select, update
+from sqlalchemy import delete, func, insert, select, update
 from sqlalchemy.orm import Session
 
-from store.models import Job, Reflection, ReflectionEvidence, Step, Trajectory, utcnow
+from store.models import Job, Step, Trajectory, utcnow
+from store.reflections import unlink_trajectory
 
 
 @dataclass(frozen=True)
@@ -27,9 +28,7 @@ class TrajectoryFilters:
     created_before: datetime | None = None
 
 
-def get_trajectory(
-    session: Session, namespace: str, id: str, *, for_update: bool = False
-) -> Trajectory | None:
+def get_trajectory(session: Session, namespace: str, id: str, *, for_update: bool = False) -> Trajectory | None:
     stmt = select(Trajectory).where(Trajectory.namespace == namespace, Trajectory.id == id)
     if for_update:
         # Row lock on PostgreSQL; SQLite write units already hold the database lock.
@@ -40,9 +39,7 @@ def get_trajectory(
 def get_trajectories_by_ids(session: Session, namespace: str, ids: Sequence[str]) -> dict[str, Trajectory]:
     if not ids:
         return {}
-    rows = session.scalars(
-        select(Trajectory).where(Trajectory.namespace == namespace, Trajectory.id.in_(ids))
-    )
+    rows = session.scalars(select(Trajectory).where(Trajectory.namespace == namespace, Trajectory.id.in_(ids)))
     return {row.id: row for row in rows}
 
 
@@ -77,9 +74,7 @@ def get_step_hashes(session: Session, trajectory_pk: int, indexes: Sequence[int]
     if not indexes:
         return {}
     rows = session.execute(
-        select(Step.index, Step.content_hash).where(
-            Step.trajectory_pk == trajectory_pk, Step.index.in_(list(indexes))
-        )
+        select(Step.index, Step.content_hash).where(Step.trajectory_pk == trajectory_pk, Step.index.in_(list(indexes)))
     )
     return {index: h for index, h in rows}
 
@@ -93,9 +88,7 @@ def get_steps_for(session: Session, trajectory_pks: Sequence[int]) -> dict[int, 
     if not trajectory_pks:
         return out
     rows = session.scalars(
-        select(Step)
-        .where(Step.trajectory_pk.in_(list(trajectory_pks)))
-        .order_by(Step.trajectory_pk, Step.index)
+        select(Step).where(Step.trajectory_pk.in_(list(trajectory_pks))).order_by(Step.trajectory_pk, Step.index)
     )
     for step in rows:
         out[step.trajectory_pk].append(step)
@@ -134,27 +127,12 @@ def list_trajectories(
 
 
 def delete_trajectory(session: Session, trajectory: Trajectory) -> tuple[int, int]:
-    """Delete a trajectory, its steps, and every reflection derived only from it.
-
-    Returns (deleted steps, deleted reflections). Reflections that also cite other
-    trajectories keep living; only their evidence rows for this one go.
-    """
+    """Delete a trajectory, its steps, its queued jobs, and every reflection derived
+    only from it. Returns (deleted steps, deleted reflections). Reflections that
+    also cite other trajectories keep living, with their statistics recomputed."""
     pk = trajectory.pk
-    other = ReflectionEvidence.__table__.alias("other")
-    only_this = select(ReflectionEvidence.reflection_pk).where(
-        ReflectionEvidence.trajectory_pk == pk,
-        ~exists().where(
-            other.c.reflection_pk == ReflectionEvidence.reflection_pk, other.c.trajectory_pk != pk
-        ),
-    )
-    reflection_pks = list(session.scalars(only_this.distinct()))
-    deleted_reflections = 0
-    if reflection_pks:
-        deleted_reflections = session.execute(
-            delete(Reflection).where(Reflection.pk.in_(reflection_pks))
-        ).rowcount
+    deleted_reflections = unlink_trajectory(session, trajectory.namespace, pk)
     deleted_steps = session.execute(delete(Step).where(Step.trajectory_pk == pk)).rowcount
-    session.execute(delete(ReflectionEvidence).where(ReflectionEvidence.trajectory_pk == pk))
     # Work still queued for it has nothing left to work on.
     session.execute(
         delete(Job).where(
@@ -168,7 +146,4 @@ def delete_trajectory(session: Session, trajectory: Trajectory) -> tuple[int, in
 
 
 def count_trajectories(session: Session, namespace: str) -> int:
-    return (
-        session.scalar(select(func.count()).select_from(Trajectory).where(Trajectory.namespace == namespace))
-        or 0
-    )
+    return session.scalar(select(func.count()).select_from(Trajectory).where(Trajectory.namespace == namespace)) or 0

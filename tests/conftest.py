@@ -16,6 +16,7 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -61,9 +62,7 @@ def pg_databases() -> Iterator[PostgresDatabases]:
         with dbs._engine.connect() as conn:
             conn.execute(text("SELECT 1"))
     except Exception as exc:  # fail loudly: PostgreSQL is part of this machine kind
-        pytest.fail(
-            f"PostgreSQL at {PG_ADMIN_URL} is not reachable ({exc}); start it or set REFLEXA_TEST_PG_URL"
-        )
+        pytest.fail(f"PostgreSQL at {PG_ADMIN_URL} is not reachable ({exc}); start it or set REFLEXA_TEST_PG_URL")
     yield dbs
     dbs.drop_all()
 
@@ -84,8 +83,18 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     return url
 
 
-def make_settings(database_url: str, tmp_path: Path, **overrides: object) -> Settings:
-    return Settings(database_url=database_url, data_dir=tmp_path, admin_key=ADMIN_KEY, **overrides)
+def make_settings(database_url: str, tmp_path: Path, **overrides: Any) -> Settings:
+    """Test defaults: the model-free hashing embedder (tests that need the real model
+    ask for it) and no background worker (tests drain the queue when they mean to)."""
+    values: dict[str, Any] = {
+        "database_url": database_url,
+        "data_dir": tmp_path,
+        "admin_key": ADMIN_KEY,
+        "embedding": {"backend": "hashing"},
+        "worker": {"in_process": False},
+    }
+    values.update(overrides)
+    return Settings(**values)
 
 
 @pytest.fixture
@@ -122,7 +131,7 @@ class LiveServer:
 
 
 def start_server(
-    database_url: str, *, env: dict[str, str] | None = None, log: Path | None = None
+    database_url: str, data_dir: Path, *, env: dict[str, str] | None = None, log: Path | None = None
 ) -> LiveServer:
     """A real uvicorn process serving the app over HTTP on a free port."""
     port = free_port()
@@ -130,6 +139,9 @@ def start_server(
         **os.environ,
         "REFLEXA_DATABASE_URL": database_url,
         "REFLEXA_ADMIN_KEY": ADMIN_KEY,
+        "REFLEXA_DATA_DIR": str(data_dir),
+        "REFLEXA_EMBEDDING__BACKEND": "hashing",
+        "HF_HUB_OFFLINE": "1",
         **(env or {}),
     }
     out = open(log, "wb") if log else subprocess.DEVNULL  # noqa: SIM115 - handed to the child
@@ -170,7 +182,7 @@ def live_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer
     root = tmp_path_factory.mktemp("live")
     url = f"sqlite:///{root / 'reflexa.db'}"
     upgrade(url)
-    server = start_server(url, log=root / "server.log")
+    server = start_server(url, root, log=root / "server.log")
     yield server
     server.stop()
 
@@ -178,6 +190,6 @@ def live_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer
 @pytest.fixture
 def live_server_any(database_url: str, tmp_path: Path) -> Iterator[LiveServer]:
     """A real uvicorn server on each engine (SQLite and PostgreSQL)."""
-    server = start_server(database_url, log=tmp_path / "server.log")
+    server = start_server(database_url, tmp_path, log=tmp_path / "server.log")
     yield server
     server.stop()

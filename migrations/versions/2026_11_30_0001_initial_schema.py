@@ -1,9 +1,9 @@
-"""Initial schema: namespaces, API keys, trajectories, steps, reflections (with evidence
-and versions), jobs, retrievals and their outcomes.
+"""Initial schema: namespaces, API keys, trajectories, steps, reflections (with evidence,
+versions and embeddings), the index change feed, jobs, retrievals and their outcomes.
 
 Revision ID: 0001
 Revises: (none)
-Create Date: 2026-11-30 05:22:44.908947
+Create Date: 2026-11-30 05:41:29.272480
 """
 
 from __future__ import annotations
@@ -32,6 +32,19 @@ def upgrade() -> None:
     sa.PrimaryKeyConstraint('id', name=op.f('pk_api_keys')),
     sa.UniqueConstraint('key_hash', name=op.f('uq_api_keys_key_hash'))
     )
+    op.create_table('index_changes',
+    sa.Column('seq', sa.BigInteger().with_variant(sa.Integer(), 'sqlite'), autoincrement=True, nullable=False),
+    sa.Column('namespace', sa.String(length=64), nullable=False),
+    sa.Column('kind', sa.String(length=16), nullable=False),
+    sa.Column('reflection_pk', sa.BigInteger(), nullable=False),
+    sa.Column('op', sa.String(length=8), nullable=False),
+    sa.Column('created_at', sa.DateTime(timezone=True), nullable=False),
+    sa.PrimaryKeyConstraint('seq', name=op.f('pk_index_changes')),
+    sqlite_autoincrement=True
+    )
+    with op.batch_alter_table('index_changes', schema=None) as batch_op:
+        batch_op.create_index('ix_index_changes_ns_seq', ['namespace', 'seq'], unique=False)
+
     op.create_table('namespaces',
     sa.Column('name', sa.String(length=64), nullable=False),
     sa.Column('settings', sa.JSON().with_variant(postgresql.JSONB(astext_type=sa.Text()), 'postgresql'), nullable=False),
@@ -57,7 +70,8 @@ def upgrade() -> None:
     sa.Column('finished_at', sa.DateTime(timezone=True), nullable=True),
     sa.ForeignKeyConstraint(['namespace'], ['namespaces.name'], name=op.f('fk_jobs_namespace_namespaces'), ondelete='CASCADE'),
     sa.PrimaryKeyConstraint('id', name=op.f('pk_jobs')),
-    sa.UniqueConstraint('dedup_key', name=op.f('uq_jobs_dedup_key'))
+    sa.UniqueConstraint('dedup_key', name=op.f('uq_jobs_dedup_key')),
+    sqlite_autoincrement=True
     )
     with op.batch_alter_table('jobs', schema=None) as batch_op:
         batch_op.create_index('ix_jobs_claim', ['status', 'run_after'], unique=False)
@@ -77,6 +91,10 @@ def upgrade() -> None:
     sa.Column('reflector', sa.String(length=100), nullable=False),
     sa.Column('reflector_version', sa.String(length=40), nullable=False),
     sa.Column('model', sa.String(length=200), nullable=True),
+    sa.Column('evidence_count', sa.Integer(), nullable=False),
+    sa.Column('evidence_successes', sa.Integer(), nullable=False),
+    sa.Column('evidence_failures', sa.Integer(), nullable=False),
+    sa.Column('evidence_value', sa.Float(), nullable=True),
     sa.Column('uses', sa.Integer(), nullable=False),
     sa.Column('successes', sa.Integer(), nullable=False),
     sa.Column('failures', sa.Integer(), nullable=False),
@@ -86,7 +104,8 @@ def upgrade() -> None:
     sa.Column('updated_at', sa.DateTime(timezone=True), nullable=False),
     sa.ForeignKeyConstraint(['namespace'], ['namespaces.name'], name=op.f('fk_reflections_namespace_namespaces'), ondelete='CASCADE'),
     sa.PrimaryKeyConstraint('pk', name=op.f('pk_reflections')),
-    sa.UniqueConstraint('namespace', 'id', name=op.f('uq_reflections_namespace_id'))
+    sa.UniqueConstraint('namespace', 'id', name=op.f('uq_reflections_namespace_id')),
+    sqlite_autoincrement=True
     )
     with op.batch_alter_table('reflections', schema=None) as batch_op:
         batch_op.create_index('ix_reflections_ns_kind_status', ['namespace', 'kind', 'status', 'pk'], unique=False)
@@ -128,12 +147,31 @@ def upgrade() -> None:
     sa.Column('closed_at', sa.DateTime(timezone=True), nullable=True),
     sa.ForeignKeyConstraint(['namespace'], ['namespaces.name'], name=op.f('fk_trajectories_namespace_namespaces'), ondelete='CASCADE'),
     sa.PrimaryKeyConstraint('pk', name=op.f('pk_trajectories')),
-    sa.UniqueConstraint('namespace', 'id', name=op.f('uq_trajectories_namespace_id'))
+    sa.UniqueConstraint('namespace', 'id', name=op.f('uq_trajectories_namespace_id')),
+    sqlite_autoincrement=True
     )
     with op.batch_alter_table('trajectories', schema=None) as batch_op:
         batch_op.create_index('ix_trajectories_ns_env', ['namespace', 'environment', 'pk'], unique=False)
         batch_op.create_index('ix_trajectories_ns_group', ['namespace', 'group_id'], unique=False)
         batch_op.create_index('ix_trajectories_ns_task', ['namespace', 'task_hash', 'pk'], unique=False)
+
+    op.create_table('embeddings',
+    sa.Column('pk', sa.BigInteger().with_variant(sa.Integer(), 'sqlite'), autoincrement=True, nullable=False),
+    sa.Column('reflection_pk', sa.BigInteger().with_variant(sa.Integer(), 'sqlite'), nullable=False),
+    sa.Column('namespace', sa.String(length=64), nullable=False),
+    sa.Column('kind', sa.String(length=16), nullable=False),
+    sa.Column('field', sa.String(length=16), nullable=False),
+    sa.Column('model', sa.String(length=200), nullable=False),
+    sa.Column('dim', sa.Integer(), nullable=False),
+    sa.Column('vector', sa.LargeBinary(), nullable=False),
+    sa.Column('created_at', sa.DateTime(timezone=True), nullable=False),
+    sa.ForeignKeyConstraint(['reflection_pk'], ['reflections.pk'], name=op.f('fk_embeddings_reflection_pk_reflections'), ondelete='CASCADE'),
+    sa.PrimaryKeyConstraint('pk', name=op.f('pk_embeddings')),
+    sa.UniqueConstraint('reflection_pk', 'field', 'model', name=op.f('uq_embeddings_reflection_pk_field_model')),
+    sqlite_autoincrement=True
+    )
+    with op.batch_alter_table('embeddings', schema=None) as batch_op:
+        batch_op.create_index('ix_embeddings_ns_kind', ['namespace', 'kind', 'field', 'model'], unique=False)
 
     op.create_table('reflection_evidence',
     sa.Column('pk', sa.BigInteger().with_variant(sa.Integer(), 'sqlite'), autoincrement=True, nullable=False),
@@ -141,9 +179,13 @@ def upgrade() -> None:
     sa.Column('trajectory_pk', sa.BigInteger().with_variant(sa.Integer(), 'sqlite'), nullable=False),
     sa.Column('step_start', sa.Integer(), nullable=True),
     sa.Column('step_end', sa.Integer(), nullable=True),
+    sa.Column('success', sa.Boolean(), nullable=True),
+    sa.Column('value', sa.Float(), nullable=True),
     sa.ForeignKeyConstraint(['reflection_pk'], ['reflections.pk'], name=op.f('fk_reflection_evidence_reflection_pk_reflections'), ondelete='CASCADE'),
     sa.ForeignKeyConstraint(['trajectory_pk'], ['trajectories.pk'], name=op.f('fk_reflection_evidence_trajectory_pk_trajectories'), ondelete='CASCADE'),
-    sa.PrimaryKeyConstraint('pk', name=op.f('pk_reflection_evidence'))
+    sa.PrimaryKeyConstraint('pk', name=op.f('pk_reflection_evidence')),
+    sa.UniqueConstraint('reflection_pk', 'trajectory_pk', 'step_start', name=op.f('uq_reflection_evidence_reflection_pk_trajectory_pk_step_start')),
+    sqlite_autoincrement=True
     )
     with op.batch_alter_table('reflection_evidence', schema=None) as batch_op:
         batch_op.create_index(batch_op.f('ix_reflection_evidence_reflection_pk'), ['reflection_pk'], unique=False)
@@ -161,7 +203,8 @@ def upgrade() -> None:
     sa.Column('created_at', sa.DateTime(timezone=True), nullable=False),
     sa.ForeignKeyConstraint(['reflection_pk'], ['reflections.pk'], name=op.f('fk_reflection_versions_reflection_pk_reflections'), ondelete='CASCADE'),
     sa.PrimaryKeyConstraint('pk', name=op.f('pk_reflection_versions')),
-    sa.UniqueConstraint('reflection_pk', 'version', 'action', name=op.f('uq_reflection_versions_reflection_pk_version_action'))
+    sa.UniqueConstraint('reflection_pk', 'version', 'action', name=op.f('uq_reflection_versions_reflection_pk_version_action')),
+    sqlite_autoincrement=True
     )
     op.create_table('retrieval_items',
     sa.Column('pk', sa.BigInteger().with_variant(sa.Integer(), 'sqlite'), autoincrement=True, nullable=False),
@@ -173,7 +216,8 @@ def upgrade() -> None:
     sa.ForeignKeyConstraint(['reflection_pk'], ['reflections.pk'], name=op.f('fk_retrieval_items_reflection_pk_reflections'), ondelete='CASCADE'),
     sa.ForeignKeyConstraint(['retrieval_id'], ['retrievals.id'], name=op.f('fk_retrieval_items_retrieval_id_retrievals'), ondelete='CASCADE'),
     sa.PrimaryKeyConstraint('pk', name=op.f('pk_retrieval_items')),
-    sa.UniqueConstraint('retrieval_id', 'reflection_pk', name=op.f('uq_retrieval_items_retrieval_id_reflection_pk'))
+    sa.UniqueConstraint('retrieval_id', 'reflection_pk', name=op.f('uq_retrieval_items_retrieval_id_reflection_pk')),
+    sqlite_autoincrement=True
     )
     with op.batch_alter_table('retrieval_items', schema=None) as batch_op:
         batch_op.create_index(batch_op.f('ix_retrieval_items_reflection_pk'), ['reflection_pk'], unique=False)
@@ -207,7 +251,8 @@ def upgrade() -> None:
     sa.Column('created_at', sa.DateTime(timezone=True), nullable=False),
     sa.ForeignKeyConstraint(['trajectory_pk'], ['trajectories.pk'], name=op.f('fk_steps_trajectory_pk_trajectories'), ondelete='CASCADE'),
     sa.PrimaryKeyConstraint('pk', name=op.f('pk_steps')),
-    sa.UniqueConstraint('trajectory_pk', 'index', name=op.f('uq_steps_trajectory_pk_index'))
+    sa.UniqueConstraint('trajectory_pk', 'index', name=op.f('uq_steps_trajectory_pk_index')),
+    sqlite_autoincrement=True
     )
 
 
@@ -224,6 +269,10 @@ def downgrade() -> None:
         batch_op.drop_index(batch_op.f('ix_reflection_evidence_reflection_pk'))
 
     op.drop_table('reflection_evidence')
+    with op.batch_alter_table('embeddings', schema=None) as batch_op:
+        batch_op.drop_index('ix_embeddings_ns_kind')
+
+    op.drop_table('embeddings')
     with op.batch_alter_table('trajectories', schema=None) as batch_op:
         batch_op.drop_index('ix_trajectories_ns_task')
         batch_op.drop_index('ix_trajectories_ns_group')
@@ -244,4 +293,8 @@ def downgrade() -> None:
 
     op.drop_table('jobs')
     op.drop_table('namespaces')
+    with op.batch_alter_table('index_changes', schema=None) as batch_op:
+        batch_op.drop_index('ix_index_changes_ns_seq')
+
+    op.drop_table('index_changes')
     op.drop_table('api_keys')

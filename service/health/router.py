@@ -40,9 +40,7 @@ def readyz(request: Request) -> JSONResponse:
     except Exception as exc:  # readiness reports failures, it does not raise them
         checks["database"] = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
         ok = False
-    return JSONResponse(
-        {"status": "ready" if ok else "not_ready", "checks": checks}, status_code=200 if ok else 503
-    )
+    return JSONResponse({"status": "ready" if ok else "not_ready", "checks": checks}, status_code=200 if ok else 503)
 
 
 @router.get("/metrics", operation_id="metrics", response_class=Response)

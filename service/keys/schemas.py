@@ -14,9 +14,7 @@ Role = Literal["admin", "operator", "agent", "trainer"]
 
 class KeyCreate(RequestModel):
     role: Role
-    namespaces: list[str] = Field(
-        min_length=1, description='namespace names this key may touch, or ["*"] for all'
-    )
+    namespaces: list[str] = Field(min_length=1, description='namespace names this key may touch, or ["*"] for all')
     description: str | None = Field(None, max_length=200)
 
 

@@ -52,7 +52,4 @@ class NamespaceService:
     def list(self, principal: Principal) -> list[NamespaceRead]:
         scope = None if principal.all_namespaces else principal.namespaces
         with self.db.read() as session:
-            return [
-                NamespaceRead.model_validate(r, from_attributes=True)
-                for r in repo.list_namespaces(session, scope)
-            ]
+            return [NamespaceRead.model_validate(r, from_attributes=True) for r in repo.list_namespaces(session, scope)]

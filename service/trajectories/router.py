@@ -97,9 +97,7 @@ def list_trajectories(
         raise InvalidInput(f"limit is {limit}; at most {max_limit}", field="limit", rule="max_page_size")
     for name, value in (("created_after", created_after), ("created_before", created_before)):
         if value is not None and value.tzinfo is None:
-            raise InvalidInput(
-                f"{name} needs a timezone (e.g. 2026-01-01T00:00:00Z)", field=name, rule="aware"
-            )
+            raise InvalidInput(f"{name} needs a timezone (e.g. 2026-01-01T00:00:00Z)", field=name, rule="aware")
     filters = TrajectoryFilters(
         environment=environment,
         agent=agent,
@@ -118,16 +116,12 @@ def list_trajectories(
 
 
 @router.get("/{id}", response_model=TrajectoryRead, operation_id="get_trajectory")
-def get_trajectory(
-    ns: Ns, id: TrajectoryId, principal: PrincipalDep, services: ServicesDep
-) -> TrajectoryRead:
+def get_trajectory(ns: Ns, id: TrajectoryId, principal: PrincipalDep, services: ServicesDep) -> TrajectoryRead:
     """One trajectory with all its steps."""
     return services.trajectories.get(principal, ns, id)
 
 
-@router.post(
-    "/{id}/steps", response_model=StepsAppended, operation_id="append_steps", responses=WRITE_RESPONSES
-)
+@router.post("/{id}/steps", response_model=StepsAppended, operation_id="append_steps", responses=WRITE_RESPONSES)
 def append_steps(
     ns: Ns,
     id: TrajectoryId,
@@ -164,8 +158,6 @@ def close_trajectory(
 
 
 @router.delete("/{id}", response_model=TrajectoryDeleted, operation_id="delete_trajectory")
-def delete_trajectory(
-    ns: Ns, id: TrajectoryId, principal: PrincipalDep, services: ServicesDep
-) -> TrajectoryDeleted:
+def delete_trajectory(ns: Ns, id: TrajectoryId, principal: PrincipalDep, services: ServicesDep) -> TrajectoryDeleted:
     """Delete a trajectory, its steps, and every reflection derived only from it."""
     return services.trajectories.delete(principal, ns, id)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,6 +41,7 @@ from service.trajectories.schemas import (
     TrajectoryWritten,
 )
 from store import jobs as jobs_repo
+from store import retrievals as retrievals_repo
 from store import trajectories as repo
 from store.database import Database
 from store.models import Trajectory, utcnow
@@ -56,10 +58,12 @@ def task_hash(task: str) -> str:
     return hashlib.sha256(task.encode("utf-8")).hexdigest()[:16]
 
 
-def consistency_token(job_id: int | None) -> str:
-    """Opaque to clients. It names the newest job this write queued (0: none), so a
-    reader can wait until derived state has caught up with the write."""
-    return f"c1.{job_id or 0}"
+def consistency_token(job_ids: list[int]) -> str:
+    """Opaque to clients. It names the id range of the indexing jobs this write
+    queued ("c1.0": none), so a reader can wait until they are searchable."""
+    if not job_ids:
+        return "c1.0"
+    return f"c1.{min(job_ids)}.{max(job_ids)}"
 
 
 def _step_row(trajectory_pk: int, index: int, step: StepCreate, content_hash: str) -> dict[str, Any]:
@@ -120,8 +124,7 @@ def _plan_steps(
             )
         elif index > next_index:
             raise Conflict(
-                f"{field}[{i}].index is {index} but the next free index is {next_index}; "
-                "steps must be contiguous",
+                f"{field}[{i}].index is {index} but the next free index is {next_index}; steps must be contiguous",
                 field=f"{field}[{i}].index",
                 rule="contiguous_index",
             )
@@ -129,6 +132,15 @@ def _plan_steps(
             rows.append(_step_row(trajectory_pk, index, step, h))
             next_index += 1
     return _StepPlan(rows=rows, replayed=replayed, next_index=next_index)
+
+
+def _credit_retrievals(session: Session, ns: str, traj: Trajectory) -> None:
+    """A closing episode credits the retrievals it used (linked by trajectory_id or
+    listed in retrieval_ids) that have no outcome yet, with its own outcome."""
+    for rid in retrievals_repo.open_retrievals_of(session, ns, traj.id, traj.retrieval_ids or []):
+        retrievals_repo.record_outcome(
+            session, rid, success=traj.success, reward=traj.reward, trajectory_id=traj.id, details=None
+        )
 
 
 def _outcome_values(outcome: OutcomeIn) -> dict[str, Any]:
@@ -141,10 +153,22 @@ def _outcome_values(outcome: OutcomeIn) -> dict[str, Any]:
 
 
 class TrajectoryService:
-    def __init__(self, db: Database, namespaces: NamespaceService, checker: LimitChecker) -> None:
+    def __init__(
+        self,
+        db: Database,
+        namespaces: NamespaceService,
+        checker: LimitChecker,
+        on_enqueue: Callable[[], None] | None = None,
+    ) -> None:
         self.db = db
         self.namespaces = namespaces
         self.checker = checker
+        # Called after a commit that queued jobs: an in-process worker starts at once.
+        self.on_enqueue = on_enqueue or (lambda: None)
+
+    def _notify(self, token: str) -> None:
+        if token != "c1.0":
+            self.on_enqueue()
 
     # -- writes --------------------------------------------------------------
 
@@ -156,11 +180,13 @@ class TrajectoryService:
 
         def work(session: Session) -> tuple[TrajectoryWritten, bool]:
             self.namespaces.require(session, ns)
-            results, job_id = self._create_many(session, principal, ns, [body], "")
+            results, job_ids = self._create_many(session, principal, ns, [body], "")
             traj, created = results[0]
-            return convert.written(traj, consistency_token(job_id)), created
+            return convert.written(traj, consistency_token(job_ids)), created
 
-        return self.db.run_write(work)
+        written, created = self.db.run_write(work)
+        self._notify(written.consistency_token)
+        return written, created
 
     def create_batch(
         self, principal: Principal, ns: str, trajectories: list[TrajectoryCreate]
@@ -184,20 +210,20 @@ class TrajectoryService:
 
         def work(session: Session) -> tuple[BatchWritten, bool]:
             self.namespaces.require(session, ns)
-            results, job_id = self._create_many(session, principal, ns, items, "trajectories")
+            results, job_ids = self._create_many(session, principal, ns, items, "trajectories")
             out = [
                 BatchItemResult(id=t.id, created=created, step_count=t.step_count, status=t.status)
                 for t, created in results
             ]
-            return BatchWritten(items=out, consistency_token=consistency_token(job_id)), any(
-                c for _, c in results
-            )
+            return BatchWritten(items=out, consistency_token=consistency_token(job_ids)), any(c for _, c in results)
 
-        return self.db.run_write(work)
+        written, created = self.db.run_write(work)
+        self._notify(written.consistency_token)
+        return written, created
 
     def _create_many(
         self, session: Session, principal: Principal, ns: str, items: list[TrajectoryCreate], field: str
-    ) -> tuple[list[tuple[Trajectory, bool]], int | None]:
+    ) -> tuple[list[tuple[Trajectory, bool]], list[int]]:
         def where(i: int) -> str:
             return f"{field}[{i}]." if field else ""
 
@@ -251,22 +277,28 @@ class TrajectoryService:
 
         pks = repo.insert_trajectories(session, new_rows)
         step_rows: list[dict[str, Any]] = []
-        job_id: int | None = None
+        job_ids: list[int] = []
         for t in items:
             pk = pks.get(t.id)  # type: ignore[arg-type]
-            if pk is None:
+            if pk is None:  # a replay: its token still names its (earlier) job
+                old = existing[t.id]  # type: ignore[index]
+                if old.status == "closed":
+                    job_ids.append(self._enqueue_closed(session, ns, old.pk, old.id))
                 continue
             step_rows.extend(_step_row(pk, j, s, _step_hash(s)) for j, s in enumerate(t.steps))
             if t.outcome is not None:
-                job_id = self._enqueue_closed(session, ns, pk, t.id)  # type: ignore[arg-type]
+                job_ids.append(self._enqueue_closed(session, ns, pk, t.id))  # type: ignore[arg-type]
         repo.insert_steps(session, step_rows)
 
         fetched = repo.get_trajectories_by_ids(session, ns, [t.id for t in items])  # type: ignore[misc]
+        for t in items:
+            if t.id in pks and fetched[t.id].status == "closed":  # type: ignore[index]
+                _credit_retrievals(session, ns, fetched[t.id])  # type: ignore[index]
         results = [(fetched[t.id], t.id in pks) for t in items]  # type: ignore[index]
-        return results, job_id
+        return results, job_ids
 
-    def _enqueue_closed(self, session: Session, ns: str, pk: int, id: str) -> int | None:
-        return jobs_repo.enqueue_job(
+    def _enqueue_closed(self, session: Session, ns: str, pk: int, id: str) -> int:
+        job_id = jobs_repo.enqueue_job(
             session,
             namespace=ns,
             kind=CLOSED_JOB_KIND,
@@ -274,6 +306,9 @@ class TrajectoryService:
             dedup_key=f"{CLOSED_JOB_KIND}:{pk}",
             priority=10,  # indexing a closed episode is fast-pathed before slow reflection
         )
+        # Idempotent by dedup key: a replay gets the id of the job queued the first time.
+        assert job_id is not None
+        return job_id
 
     def append_steps(self, principal: Principal, ns: str, id: str, steps: list[StepCreate]) -> StepsAppended:
         principal.require(Permission.TRAJECTORIES_WRITE, ns)
@@ -303,7 +338,7 @@ class TrajectoryService:
                 trajectory_id=id,
                 step_count=max(plan.next_index, traj.step_count),
                 appended=len(plan.rows),
-                consistency_token=consistency_token(None),
+                consistency_token=consistency_token([]),
             )
 
         return self.db.run_write(work)
@@ -325,14 +360,16 @@ class TrajectoryService:
                         field="outcome",
                         rule="idempotent_replay",
                     )
-                job_id = None
             else:
                 repo.set_trajectory_fields(session, traj.pk, status="closed", closed_at=utcnow(), **values)
-                job_id = self._enqueue_closed(session, ns, traj.pk, traj.id)
                 session.refresh(traj)
-            return convert.written(traj, consistency_token(job_id))
+                _credit_retrievals(session, ns, traj)
+            job_ids = [self._enqueue_closed(session, ns, traj.pk, traj.id)]
+            return convert.written(traj, consistency_token(job_ids))
 
-        return self.db.run_write(work)
+        written = self.db.run_write(work)
+        self._notify(written.consistency_token)
+        return written
 
     def delete(self, principal: Principal, ns: str, id: str) -> TrajectoryDeleted:
         principal.require(Permission.TRAJECTORIES_DELETE, ns)

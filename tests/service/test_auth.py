@@ -8,8 +8,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from service.app import create_app
-from service.settings import Settings
-from tests.conftest import ADMIN_KEY
+from tests.conftest import ADMIN_KEY, make_settings
 
 STEP = {"state": {"observation": "o"}, "action": "a"}
 
@@ -67,18 +66,14 @@ def test_roles(two: TestClient) -> None:
         assert two.post("/v1/keys", json={"role": "admin", "namespaces": ["*"]}, headers=h).status_code == 403
         assert two.post("/v1/namespaces", json={"name": "x"}, headers=h).status_code == 403
     # Operators read and curate but do not write experience; they may delete it.
-    assert (
-        two.post("/v1/namespaces/alpha/trajectories", json={"task": "t"}, headers=operator).status_code == 403
-    )
+    assert two.post("/v1/namespaces/alpha/trajectories", json={"task": "t"}, headers=operator).status_code == 403
     assert two.get("/v1/namespaces/alpha/trajectories", headers=operator).status_code == 200
     # Agents write but cannot delete.
     assert two.post("/v1/namespaces/alpha/trajectories", json={"task": "t"}, headers=agent).status_code == 201
     assert two.delete("/v1/namespaces/alpha/trajectories/t", headers=agent).status_code == 403
     assert two.delete("/v1/namespaces/alpha/trajectories/t", headers=operator).status_code == 200
     # A trainer scoped to every namespace bulk-ingests anywhere.
-    r = two.post(
-        "/v1/namespaces/beta/trajectories/batch", json={"trajectories": [{"task": "t"}]}, headers=trainer
-    )
+    r = two.post("/v1/namespaces/beta/trajectories/batch", json={"trajectories": [{"task": "t"}]}, headers=trainer)
     assert r.status_code == 201
     assert {n["name"] for n in two.get("/v1/namespaces", headers=trainer).json()["items"]} == {
         "alpha",
@@ -98,7 +93,7 @@ def test_key_request_validation(two: TestClient) -> None:
 def test_admin_key_generated_on_first_start_and_shown_once(
     database_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    settings = Settings(database_url=database_url, data_dir=tmp_path, admin_key=None)
+    settings = make_settings(database_url, tmp_path, admin_key=None)
     with TestClient(create_app(settings)):
         pass
     err = capsys.readouterr().err
@@ -111,11 +106,7 @@ def test_admin_key_generated_on_first_start_and_shown_once(
 
 def test_changing_env_admin_key_replaces_the_old_one(database_url: str, tmp_path: Path) -> None:
     for secret in ("first-secret", "second-secret"):
-        with TestClient(
-            create_app(Settings(database_url=database_url, data_dir=tmp_path, admin_key=secret))
-        ) as c:
+        with TestClient(create_app(make_settings(database_url, tmp_path, admin_key=secret))) as c:
             assert c.get("/v1/namespaces", headers={"Authorization": f"Bearer {secret}"}).status_code == 200
-    with TestClient(
-        create_app(Settings(database_url=database_url, data_dir=tmp_path, admin_key="second-secret"))
-    ) as c:
+    with TestClient(create_app(make_settings(database_url, tmp_path, admin_key="second-secret"))) as c:
         assert c.get("/v1/namespaces", headers={"Authorization": "Bearer first-secret"}).status_code == 401

@@ -14,7 +14,7 @@ from service.app import create_app
 from service.settings import Limits, Settings
 from store.database import Database
 from store.models import Job, Step, Trajectory
-from tests.conftest import ADMIN_KEY
+from tests.conftest import ADMIN_KEY, make_settings
 
 NS = "/v1/namespaces/proj"
 OK_STEP = {"state": {"observation": "o"}, "action": "a"}
@@ -156,9 +156,7 @@ def test_hundred_thousand_steps_in_one_call(api: TestClient, settings: Settings)
 
 
 def test_invalid_utf8_and_invalid_json(api: TestClient) -> None:
-    r = api.post(
-        f"{NS}/trajectories", content=b'{"task": "\xff\xfe"}', headers={"content-type": "application/json"}
-    )
+    r = api.post(f"{NS}/trajectories", content=b'{"task": "\xff\xfe"}', headers={"content-type": "application/json"})
     assert r.status_code in (400, 422) and r.json()["error"]["field"] == "body"
     r = api.post(f"{NS}/trajectories", content=b'{"task": ', headers={"content-type": "application/json"})
     assert r.status_code == 422 and r.json()["error"]["field"] == "body"
@@ -171,10 +169,9 @@ def test_invalid_utf8_and_invalid_json(api: TestClient) -> None:
 
 
 def test_body_over_the_limit_is_413_before_parsing(database_url: str, tmp_path: Any) -> None:
-    settings = Settings(
-        database_url=database_url,
-        data_dir=tmp_path,
-        admin_key=ADMIN_KEY,
+    settings = make_settings(
+        database_url,
+        tmp_path,
         limits=Limits(max_body_bytes=10_000),
     )
     with TestClient(create_app(settings), headers={"Authorization": f"Bearer {ADMIN_KEY}"}) as c:
@@ -197,10 +194,9 @@ def test_body_over_the_limit_is_413_before_parsing(database_url: str, tmp_path: 
 
 
 def test_trajectory_step_cap(database_url: str, tmp_path: Any) -> None:
-    settings = Settings(
-        database_url=database_url,
-        data_dir=tmp_path,
-        admin_key=ADMIN_KEY,
+    settings = make_settings(
+        database_url,
+        tmp_path,
         limits=Limits(max_steps_per_trajectory=3),
     )
     with TestClient(create_app(settings), headers={"Authorization": f"Bearer {ADMIN_KEY}"}) as c:

@@ -17,9 +17,7 @@ REFLEXA = str(Path(sys.executable).with_name("reflexa"))
 
 
 def run(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [REFLEXA, *args], capture_output=True, text=True, env={**os.environ, **env}, timeout=120
-    )
+    return subprocess.run([REFLEXA, *args], capture_output=True, text=True, env={**os.environ, **env}, timeout=120)
 
 
 def test_db_upgrade_current_and_keys_create(database_url: str, tmp_path: Path) -> None:

@@ -8,8 +8,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from service.app import SchemaOutOfDate, create_app
-from service.settings import Settings
-from tests.conftest import ADMIN_KEY
+from tests.conftest import make_settings
 
 
 def test_healthz_readyz(client: TestClient) -> None:
@@ -24,16 +23,13 @@ def test_metrics_count_requests_and_jobs(client: TestClient) -> None:
     client.post("/v1/namespaces/m/trajectories", json={"task": "t", "outcome": {"success": True}})
     text = client.get("/metrics").text
     assert (
-        'reflexa_http_requests_total{method="POST",route="/v1/namespaces/{ns}/trajectories",status="201"} 1.0'
-        in text
+        'reflexa_http_requests_total{method="POST",route="/v1/namespaces/{ns}/trajectories",status="201"} 1.0' in text
     )
     assert 'reflexa_jobs{kind="trajectory.closed",status="queued"} 1.0' in text
     assert "reflexa_http_request_seconds_bucket" in text
 
 
 def test_refuses_out_of_date_schema_and_names_the_fix(tmp_path: Path) -> None:
-    settings = Settings(
-        database_url=f"sqlite:///{tmp_path / 'empty.db'}", data_dir=tmp_path, admin_key=ADMIN_KEY
-    )
+    settings = make_settings(f"sqlite:///{tmp_path / 'empty.db'}", tmp_path)
     with pytest.raises(SchemaOutOfDate, match=r"run `reflexa db upgrade`"), TestClient(create_app(settings)):
         pass

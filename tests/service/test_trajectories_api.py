@@ -195,15 +195,11 @@ def test_outcome_closes_queues_reflection_once_and_replays(api: TestClient, sett
     with db.read() as s:
         jobs = s.scalars(select(Job)).all()
     db.dispose()
-    assert [(j.kind, j.status, j.payload["trajectory_id"]) for j in jobs] == [
-        ("trajectory.closed", "queued", "o")
-    ]
+    assert [(j.kind, j.status, j.payload["trajectory_id"]) for j in jobs] == [("trajectory.closed", "queued", "o")]
 
 
 def test_create_closed_trajectory_queues_its_job(api: TestClient, settings: Any) -> None:
-    r = api.post(
-        f"{NS}/trajectories", json={"id": "c", "task": "t", "steps": [step(0)], "outcome": {"success": True}}
-    )
+    r = api.post(f"{NS}/trajectories", json={"id": "c", "task": "t", "steps": [step(0)], "outcome": {"success": True}})
     assert r.json()["status"] == "closed"
     db = Database(settings.resolved_database_url)
     with db.read() as s:

@@ -41,15 +41,11 @@ def test_downgrade_then_upgrade_again(empty_url: str) -> None:
     upgrade(empty_url)
     engine = create_engine(empty_url)
     with engine.begin() as conn:
-        conn.execute(
-            text("INSERT INTO namespaces (name, settings, created_at) VALUES ('n', '{}', CURRENT_TIMESTAMP)")
-        )
+        conn.execute(text("INSERT INTO namespaces (name, settings, created_at) VALUES ('n', '{}', CURRENT_TIMESTAMP)"))
     downgrade(empty_url, "base")
     assert "trajectories" not in inspect(engine).get_table_names()
     upgrade(empty_url)
-    assert {"namespaces", "trajectories", "steps", "jobs", "reflections"} <= set(
-        inspect(engine).get_table_names()
-    )
+    assert {"namespaces", "trajectories", "steps", "jobs", "reflections"} <= set(inspect(engine).get_table_names())
     engine.dispose()
 
 

@@ -1,0 +1,194 @@
+"""The exemplar reflector (no LLM): every step of a closed trajectory becomes a
+state → action → result exemplar (PRAXIS-style procedural recall), indexed by
+its state and internal-state embeddings.
+
+Identical (state, action) pairs merge into one exemplar; each source step is one
+evidence row carrying its credit and return-to-go, so the merged statistics stay
+exact as trajectories come and go.
+
+Credit. A successful episode credits every step with success. A failed episode
+debits only the steps flagged `caused_failure`; with none flagged, the last step
+(the one that ended it). Other steps of a failed episode get no credit either
+way: failure is not smeared over every action.
+
+Return-to-go. rtg_t = r_t + gamma * rtg_{t+1} over step rewards (missing = 0).
+When no step carries a reward, the outcome's reward (else 1/0 for success) is the
+reward of the last step, so sparse-reward episodes still rank their steps.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import orjson
+from sqlalchemy.orm import Session
+
+from reflectors.worker import JobView, TransientError, Write
+from service.namespaces.schemas import NamespaceSettings, parse_settings
+from service.retrieval.state_text import internal_text, state_text
+from store import namespaces as namespaces_repo
+from store import reflections as repo
+from store import trajectories as trajectories_repo
+from store.database import Database
+from store.embedding.base import Embedder
+from store.models import Step, Trajectory
+
+NAME = "exemplar"
+VERSION = "1"
+KIND = "exemplar"
+
+
+def returns_to_go(rewards: list[float | None], gamma: float) -> list[float]:
+    out = [0.0] * len(rewards)
+    running = 0.0
+    for t in range(len(rewards) - 1, -1, -1):
+        running = (rewards[t] or 0.0) + gamma * running
+        out[t] = running
+    return out
+
+
+def step_rewards(traj: Trajectory, steps: list[Step]) -> list[float | None]:
+    rewards = [s.reward for s in steps]
+    if steps and all(r is None for r in rewards):
+        terminal = traj.reward
+        if terminal is None and traj.success is not None:
+            terminal = 1.0 if traj.success else 0.0
+        rewards[-1] = terminal
+    return rewards
+
+
+def credit(traj: Trajectory, steps: list[Step]) -> list[bool | None]:
+    flagged = [s.caused_failure for s in steps]
+    if traj.success is True:
+        return [not f for f in flagged]  # a flagged step is never credited
+    out: list[bool | None] = [False if f else None for f in flagged]
+    if traj.success is False and steps and not any(flagged):
+        out[-1] = False
+    return out
+
+
+def exemplar_id(environment: str | None, observation: str, data: Any, action: Any) -> str:
+    key = orjson.dumps([environment, observation, data, action], option=orjson.OPT_SORT_KEYS)
+    return "ex_" + hashlib.sha256(key).hexdigest()[:32]
+
+
+def _action_text(action: Any) -> str:
+    return action if isinstance(action, str) else orjson.dumps(action, option=orjson.OPT_SORT_KEYS).decode()
+
+
+@dataclass
+class _Exemplar:
+    id: str
+    values: dict[str, Any]
+    state_text: str
+    internal_text: str | None
+    evidence: list[repo.EvidenceIn]
+
+
+def build_exemplars(traj: Trajectory, steps: list[Step], settings: NamespaceSettings) -> list[_Exemplar]:
+    rtg = returns_to_go(step_rewards(traj, steps), settings.gamma)
+    credits = credit(traj, steps)
+    by_id: dict[str, _Exemplar] = {}
+    for step, value, credited in zip(steps, rtg, credits, strict=True):
+        ev = repo.EvidenceIn(traj.pk, step.index, step.index, success=credited, value=value)
+        eid = exemplar_id(traj.environment, step.observation, step.state_data, step.action)
+        if eid in by_id:  # the same (state, action) twice in one episode
+            by_id[eid].evidence.append(ev)
+            continue
+        content = {
+            "observation": step.observation,
+            "state_data": step.state_data,
+            "internal_state": step.internal_state,
+            "action": step.action,
+            "result": step.result,
+            "reward": step.reward,
+        }
+        text = f"State: {step.observation}\nAction: {_action_text(step.action)}"
+        if step.result:
+            text += f"\nResult: {step.result}"
+        by_id[eid] = _Exemplar(
+            id=eid,
+            values={
+                "namespace": traj.namespace,
+                "id": eid,
+                "kind": KIND,
+                "status": "active",  # grounded in what happened: no approval needed
+                "content": content,
+                "text": text,
+                "environment": traj.environment,
+                "task": traj.task,
+                "reflector": NAME,
+                "reflector_version": VERSION,
+                "source_key": f"{KIND}:{eid}",
+            },
+            state_text=state_text(
+                settings.state_text, observation=step.observation, data=step.state_data, task=traj.task
+            ),
+            internal_text=internal_text(step.internal_state, settings.state_text.max_chars),
+            evidence=[ev],
+        )
+    return list(by_id.values())
+
+
+class ExemplarReflector:
+    """Job handler for `trajectory.closed`: exemplars for every step, embedded and
+    written with their evidence and index feed entries."""
+
+    def __init__(self, db: Database, embedder: Embedder) -> None:
+        self.db = db
+        self.embedder = embedder
+
+    def __call__(self, job: JobView) -> Write | None:
+        with self.db.read() as session:
+            traj = session.get(Trajectory, job.payload["trajectory_pk"])
+            if traj is None:  # deleted since: nothing to derive
+                return None
+            ns = namespaces_repo.get_namespace(session, traj.namespace)
+            settings = parse_settings(ns.settings if ns else {})
+            steps = trajectories_repo.get_steps(session, traj.pk)
+            exemplars = build_exemplars(traj, steps, settings)
+            known = set(repo.get_reflections_by_ids(session, traj.namespace, [e.id for e in exemplars]))
+        fresh = [e for e in exemplars if e.id not in known]
+        vectors = self._embed(fresh)  # no transaction is open here
+        namespace = traj.namespace
+
+        def write(session: Session) -> None:
+            repo.lock_feed(session, namespace)
+            stored = repo.get_reflections_by_ids(session, namespace, [e.id for e in exemplars])
+            changes: list[tuple[str, int, str]] = []
+            touched: list[int] = []
+            for ex in exemplars:
+                row = stored.get(ex.id)
+                if row is None:
+                    if ex.id not in vectors:  # it vanished after we looked: embed on the next attempt
+                        raise TransientError(f"exemplar {ex.id} changed while the job ran")
+                    row = repo.insert_reflection(session, ex.values, actor=f"reflector:{NAME}")
+                    repo.upsert_embeddings(
+                        session,
+                        reflection_pk=row.pk,
+                        namespace=namespace,
+                        kind=KIND,
+                        model=self.embedder.name,
+                        vectors=vectors[ex.id],
+                    )
+                    changes.append((KIND, row.pk, "upsert"))
+                repo.add_evidence(session, row.pk, ex.evidence)
+                touched.append(row.pk)
+            repo.refresh_evidence_stats(session, touched)
+            repo.append_changes(session, namespace, changes)
+
+        return write
+
+    def _embed(self, exemplars: list[_Exemplar]) -> dict[str, dict[str, np.ndarray]]:
+        if not exemplars:
+            return {}
+        texts = [e.state_text for e in exemplars]
+        internal = [(i, e.internal_text) for i, e in enumerate(exemplars) if e.internal_text]
+        matrix = self.embedder.encode(texts + [t for _, t in internal])
+        out = {e.id: {"state": matrix[i]} for i, e in enumerate(exemplars)}
+        for j, (i, _) in enumerate(internal):
+            out[exemplars[i].id]["internal"] = matrix[len(texts) + j]
+        return out

@@ -1,0 +1,169 @@
+"""The worker loop: claim → commit → work outside any transaction → write the
+results and mark the job done in one transaction.
+
+A handler gets the claimed job, does its reads (short read units) and its slow work
+(embedding, LLM calls) with no transaction open, and returns a `write` function.
+The worker runs that function and `complete_job` in the same write unit, fenced by
+the lease: if this worker's lease expired and someone else took the job, nothing is
+written. A worker killed mid-job leaves a lease that expires; the job runs again,
+and handlers write idempotently, so every job takes effect exactly once.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import socket
+import threading
+import traceback
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from sqlalchemy.exc import OperationalError
+from sqlalchemy.orm import Session
+
+from store import jobs as jobs_repo
+from store.database import Database
+
+log = logging.getLogger("reflexa.worker")
+
+Write = Callable[[Session], None]
+
+
+class TransientError(Exception):
+    """Worth retrying later (rate limit, timeout, 5xx, a database blip)."""
+
+
+class _LeaseLost(Exception):
+    """Raised inside the write unit to roll back results we no longer own."""
+
+
+@dataclass(frozen=True)
+class JobView:
+    """What a handler may know of its job (a plain copy: no session attached)."""
+
+    id: int
+    namespace: str
+    kind: str
+    payload: dict[str, Any]
+    attempts: int
+
+
+class Handler(Protocol):
+    def __call__(self, job: JobView) -> Write | None: ...
+
+
+def default_worker_id() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{threading.get_ident() % 100000}"
+
+
+@dataclass
+class WorkerConfig:
+    concurrency: int = 1
+    lease_seconds: float = 300.0
+    poll_interval: float = 0.1
+    backoff_base: float = 2.0
+    backoff_max: float = 300.0
+
+
+class Worker:
+    def __init__(
+        self,
+        db: Database,
+        handlers: Mapping[str, Handler],
+        config: WorkerConfig | None = None,
+        worker_id: str | None = None,
+    ) -> None:
+        self.db = db
+        self.handlers = dict(handlers)
+        self.config = config or WorkerConfig()
+        self.worker_id = worker_id or default_worker_id()
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    # -- running -----------------------------------------------------------
+
+    def run_once(self) -> int:
+        """Claim and run one round of jobs; returns how many were claimed."""
+        with self.db.write() as session:
+            claimed = jobs_repo.claim_jobs(
+                session,
+                worker_id=self.worker_id,
+                limit=self.config.concurrency,
+                lease_seconds=self.config.lease_seconds,
+                kinds=list(self.handlers),
+            )
+            views = [JobView(j.id, j.namespace, j.kind, dict(j.payload), j.attempts) for j in claimed]
+        if len(views) == 1:
+            self._run(views[0])
+        elif views:
+            with ThreadPoolExecutor(max_workers=len(views)) as pool:
+                list(pool.map(self._run, views))
+        return len(views)
+
+    def run_until_idle(self, max_rounds: int = 10_000) -> int:
+        """Drain what is runnable now (tests, `reflexa reindex`); returns jobs run."""
+        total = 0
+        for _ in range(max_rounds):
+            n = self.run_once()
+            if n == 0:
+                return total
+            total += n
+        return total
+
+    def run_forever(self) -> None:
+        while not self._stop.is_set():
+            try:
+                n = self.run_once()
+            except OperationalError as exc:  # the database blinked: wait and go on
+                log.warning("claiming jobs failed: %s", exc)
+                n = 0
+            if n == 0:
+                self._wake.wait(self.config.poll_interval)
+                self._wake.clear()
+
+    def start(self) -> None:
+        """Run in a background thread (the embedded `reflexa serve`)."""
+        self._thread = threading.Thread(target=self.run_forever, name="reflexa-worker", daemon=True)
+        self._thread.start()
+
+    def wake(self) -> None:
+        """New work was queued in this process: look now instead of at the next poll."""
+        self._wake.set()
+
+    def stop(self, timeout: float = 30.0) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    # -- one job -----------------------------------------------------------
+
+    def _run(self, job: JobView) -> None:
+        handler = self.handlers[job.kind]
+        try:
+            write = handler(job)
+            with self.db.write() as session:
+                if write is not None:
+                    write(session)
+                if not jobs_repo.complete_job(session, job.id, self.worker_id):
+                    raise _LeaseLost
+        except _LeaseLost:
+            log.warning("job %s: lease lost to another worker, results discarded", job.id)
+        except Exception as exc:  # every failure is recorded on the job, none is lost
+            transient = isinstance(exc, TransientError | OperationalError | TimeoutError | ConnectionError)
+            retry_in = self._backoff(job.attempts) if transient else None
+            detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+            if not transient:
+                detail += "\n" + "".join(traceback.format_tb(exc.__traceback__)[-5:])
+            log.warning("job %s (%s) attempt %s failed: %s", job.id, job.kind, job.attempts, detail.splitlines()[0])
+            with self.db.write() as session:
+                jobs_repo.fail_job(session, job.id, self.worker_id, detail, retry_in=retry_in)
+
+    def _backoff(self, attempts: int) -> float:
+        base = min(self.config.backoff_max, self.config.backoff_base * 2 ** max(0, attempts - 1))
+        return base * (0.5 + random.random() / 2)  # jitter: retries from many workers spread out

@@ -1,0 +1,44 @@
+"""POST /v1/namespaces/{ns}/retrieve and …/retrievals/{rid}/outcome."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Path
+
+from service.deps import PrincipalDep, ServicesDep
+from service.retrieval.schemas import (
+    RetrievalOutcomeIn,
+    RetrievalOutcomeRead,
+    RetrieveRequest,
+    RetrieveResponse,
+)
+from service.schemas import ID_PATTERN, NAMESPACE_PATTERN
+
+router = APIRouter(prefix="/v1/namespaces/{ns}", tags=["retrieval"])
+
+Ns = Annotated[str, Path(pattern=NAMESPACE_PATTERN, description="namespace name")]
+RetrievalId = Annotated[str, Path(pattern=ID_PATTERN, description="retrieval id")]
+
+
+@router.post(
+    "/retrieve",
+    response_model=RetrieveResponse,
+    operation_id="retrieve",
+    responses={504: {"description": "consistency_token not searchable within wait_timeout_ms"}},
+)
+def retrieve(ns: Ns, body: RetrieveRequest, principal: PrincipalDep, services: ServicesDep) -> RetrieveResponse:
+    """What past experience says about states like this one: ranked items, each with
+    its evidence and utility, optionally rendered as a context block. Logged under
+    `retrieval_id` so a later outcome credits what was served."""
+    return services.retrieval.retrieve(principal, ns, body)
+
+
+@router.post(
+    "/retrievals/{retrieval_id}/outcome", response_model=RetrievalOutcomeRead, operation_id="report_retrieval_outcome"
+)
+def report_retrieval_outcome(
+    ns: Ns, retrieval_id: RetrievalId, body: RetrievalOutcomeIn, principal: PrincipalDep, services: ServicesDep
+) -> RetrievalOutcomeRead:
+    """Credit the served items with the outcome (once; an identical repeat is a replay)."""
+    return services.retrieval.report_outcome(principal, ns, retrieval_id, body)

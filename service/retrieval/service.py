@@ -1,0 +1,305 @@
+"""Retrieval: embed the query state, search the namespace's indexes, filter in SQL,
+rank, log, render. And outcome credit: what was served earns or loses utility.
+
+No transaction is open while the query is embedded or the index searched; the
+retrieval log is one short write at the end.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass
+
+import numpy as np
+from sqlalchemy.orm import Session
+
+from service.auth import Permission, Principal
+from service.errors import Conflict, InvalidInput, NotFound, ReflexaError
+from service.limits import LimitChecker
+from service.namespaces.schemas import NamespaceSettings, parse_settings
+from service.namespaces.service import NamespaceService
+from service.retrieval import ranking
+from service.retrieval.render import render
+from service.retrieval.schemas import (
+    EvidenceRead,
+    RetrievalOutcomeIn,
+    RetrievalOutcomeRead,
+    RetrievedItem,
+    RetrieveRequest,
+    RetrieveResponse,
+    UtilityRead,
+)
+from service.retrieval.state_text import internal_text, state_text
+from service.trajectories.service import CLOSED_JOB_KIND, task_hash
+from store import jobs as jobs_repo
+from store import namespaces as namespaces_repo
+from store import reflections as reflections_repo
+from store import retrievals as repo
+from store.database import Database
+from store.embedding.base import Embedder
+from store.index_registry import IndexRegistry
+from store.models import Reflection, utcnow
+
+EVIDENCE_PER_ITEM = 5
+MIN_FETCH = 50
+
+
+class ConsistencyTimeout(ReflexaError):
+    status = 504
+    type = "consistency_timeout"
+
+
+@dataclass
+class _Candidate:
+    row: Reflection
+    state_sim: float
+    internal_sim: float | None
+    similarity: float
+    score: float
+    utility: ranking.Utility
+    vector: np.ndarray
+
+
+def parse_token(token: str, field: str = "consistency_token") -> tuple[int, int] | None:
+    """ "c1.<first>.<last>" -> job id range; "c1.0" -> None (nothing to wait for)."""
+    parts = token.split(".")
+    try:
+        if parts[0] == "c1" and parts[1:] == ["0"]:
+            return None
+        if parts[0] == "c1" and len(parts) == 3:
+            first, last = int(parts[1]), int(parts[2])
+            if 0 < first <= last:
+                return first, last
+    except ValueError:
+        pass
+    raise InvalidInput(f"{field} is not a token this server issued", field=field, rule="opaque_token")
+
+
+class RetrievalService:
+    def __init__(
+        self,
+        db: Database,
+        namespaces: NamespaceService,
+        embedder: Embedder,
+        registry: IndexRegistry,
+        checker: LimitChecker,
+    ) -> None:
+        self.db = db
+        self.namespaces = namespaces
+        self.embedder = embedder
+        self.registry = registry
+        self.checker = checker
+
+    # -- retrieve ----------------------------------------------------------
+
+    def retrieve(self, principal: Principal, ns: str, req: RetrieveRequest) -> RetrieveResponse:
+        principal.require(Permission.RETRIEVE, ns)
+        self.checker.text(req.state.observation, "state.observation")
+        self.checker.json(req.state.data, "state.data")
+        self.checker.text(req.internal_state, "internal_state")
+        self.checker.text(req.task, "task")
+        token = parse_token(req.consistency_token) if req.consistency_token else None
+        with self.db.read() as session:
+            self.namespaces.require(session, ns)
+            row = namespaces_repo.get_namespace(session, ns)
+            settings = parse_settings(row.settings if row else {})
+            baseline = ranking.baseline_rate(*repo.outcome_baseline(session, ns))
+
+        waited_ms = self._wait_for(ns, token, req.wait_timeout_ms) if token else 0
+        self.registry.sync(ns, force=token is not None)
+
+        q_state, q_internal = self._embed_query(req, settings)
+        candidates = self._candidates(ns, req, settings, q_state, q_internal, baseline)
+        chosen = self._choose(candidates, req)
+
+        with self.db.read() as session:
+            evidence = repo.evidence_summaries(session, [c.row.pk for c in chosen], EVIDENCE_PER_ITEM)
+        items = [self._item(c, evidence.get(c.row.pk, [])) for c in chosen]
+        retrieval_id = "r_" + uuid.uuid4().hex
+        with self.db.write() as session:
+            repo.insert_retrieval(
+                session,
+                id=retrieval_id,
+                namespace=ns,
+                query=req.model_dump(mode="json", exclude={"consistency_token", "wait_timeout_ms", "render"}),
+                trajectory_id=req.trajectory_id,
+                items=[(c.row.pk, rank, c.score, c.similarity) for rank, c in enumerate(chosen)],
+            )
+        context = render(items, req.render) if req.render else None
+        return RetrieveResponse(
+            retrieval_id=retrieval_id, items=items, context=context, gamma=settings.gamma, waited_ms=waited_ms
+        )
+
+    def _wait_for(self, ns: str, token: tuple[int, int], timeout_ms: int) -> int:
+        """Block (bounded) until the write's indexing jobs are done."""
+        start = time.monotonic()
+        delay = 0.005
+        while True:
+            with self.db.read() as session:
+                statuses = jobs_repo.job_statuses(session, ns, CLOSED_JOB_KIND, *token)
+            if statuses.get("failed"):
+                raise ConsistencyTimeout(
+                    f"indexing of the write this token names failed; see GET /v1/namespaces/{ns}/jobs?status=failed",
+                    field="consistency_token",
+                    rule="indexing_failed",
+                )
+            if not statuses.get("queued") and not statuses.get("running"):
+                return int((time.monotonic() - start) * 1000)
+            elapsed = time.monotonic() - start
+            if elapsed * 1000 >= timeout_ms:
+                raise ConsistencyTimeout(
+                    f"the write this token names was not searchable within {timeout_ms} ms; "
+                    "retry, or raise wait_timeout_ms",
+                    field="consistency_token",
+                    rule="wait_timeout_ms",
+                )
+            time.sleep(min(delay, timeout_ms / 1000 - elapsed))
+            delay = min(delay * 2, 0.05)
+
+    def _embed_query(self, req: RetrieveRequest, settings: NamespaceSettings) -> tuple[np.ndarray, np.ndarray | None]:
+        s_text = state_text(settings.state_text, observation=req.state.observation, data=req.state.data, task=req.task)
+        i_text = internal_text(req.internal_state, settings.state_text.max_chars)
+        vectors = self.embedder.encode([s_text] if i_text is None else [s_text, i_text])
+        return vectors[0], (vectors[1] if i_text is not None else None)
+
+    def _candidates(
+        self,
+        ns: str,
+        req: RetrieveRequest,
+        settings: NamespaceSettings,
+        q_state: np.ndarray,
+        q_internal: np.ndarray | None,
+        baseline: float,
+    ) -> list[_Candidate]:
+        f = req.filters
+        filters = repo.CandidateFilters(
+            kinds=req.kinds,
+            statuses=f.status,
+            environment=req.environment,
+            agent=f.agent,
+            policy_version=f.policy_version,
+            exclude_task_hashes=[task_hash(t) for t in f.exclude_tasks],
+            exclude_trajectory_ids=f.exclude_trajectory_ids,
+            as_of=f.as_of,
+        )
+        want = req.k * (3 if req.mmr_lambda is not None else 1)
+        fetch = max(MIN_FETCH, want * 4)
+        weight = settings.ranking.internal_weight
+        now = utcnow()
+        while True:
+            pks: set[int] = set()
+            exhausted = True
+            for kind in req.kinds:
+                for field, query in (("state", q_state), ("internal", q_internal)):
+                    index = self.registry.index(ns, kind, field)
+                    if index is None or query is None or len(index) == 0:
+                        continue
+                    _, ids = index.search(query.reshape(1, -1), min(fetch, len(index)))
+                    found = [int(i) for i in ids[0] if i >= 0]
+                    pks.update(found)
+                    exhausted = exhausted and len(found) >= len(index)
+            with self.db.read() as session:
+                rows = repo.load_candidates(session, ns, sorted(pks), filters)
+                vectors = reflections_repo.embeddings_for(session, [r.pk for r in rows], self.embedder.name)
+            out = []
+            for row in rows:
+                vecs = vectors.get(row.pk, {})
+                if "state" not in vecs:
+                    continue
+                s_sim = float(vecs["state"] @ q_state)
+                i_sim = float(vecs["internal"] @ q_internal) if q_internal is not None and "internal" in vecs else None
+                sim = ranking.joint_similarity(s_sim, i_sim, weight)
+                util = ranking.utility(row.successes, row.failures, row.uses, baseline)
+                rec = ranking.recency_factor(row.updated_at, now, settings.ranking)
+                out.append(
+                    _Candidate(
+                        row, s_sim, i_sim, sim, ranking.score(sim, util, rec, settings.ranking), util, vecs["state"]
+                    )
+                )
+            if req.min_score is not None:
+                out = [c for c in out if c.score >= req.min_score]
+            # Filters can remove most of what the index returned: look deeper until
+            # enough survive or the index has nothing more to give.
+            if len(out) >= want or exhausted or fetch >= 100_000:
+                return out
+            fetch *= 4
+
+    def _choose(self, candidates: list[_Candidate], req: RetrieveRequest) -> list[_Candidate]:
+        ordered = sorted(candidates, key=lambda c: (-c.score, -c.row.updated_at.timestamp(), -c.row.pk))
+        if req.mmr_lambda is None or len(ordered) <= 1:
+            return ordered[: req.k]
+        pool = ordered[: req.k * 3]
+        picks = ranking.mmr_order([c.score for c in pool], np.vstack([c.vector for c in pool]), req.k, req.mmr_lambda)
+        return [pool[i] for i in picks]
+
+    def _item(self, c: _Candidate, evidence: list[tuple[str, int | None, int | None]]) -> RetrievedItem:
+        row = c.row
+        content = dict(row.content)
+        if row.kind == "exemplar":
+            n, wins, losses = row.evidence_count, row.evidence_successes, row.evidence_failures
+            content.update(
+                count=n,
+                success_count=wins,
+                failure_count=losses,
+                return_to_go=row.evidence_value,
+                success=None if wins == losses else wins > losses,
+            )
+        u = c.utility
+        return RetrievedItem(
+            id=row.id,
+            kind=row.kind,  # type: ignore[arg-type]
+            status=row.status,  # type: ignore[arg-type]
+            version=row.version,
+            content=content,
+            text=row.text,
+            score=c.score,
+            similarity=c.similarity,
+            state_similarity=c.state_sim,
+            internal_similarity=c.internal_sim,
+            utility=UtilityRead(
+                mean=u.mean, std=u.std, uses=u.uses, successes=u.successes, failures=u.failures, baseline=u.baseline
+            ),
+            evidence=[EvidenceRead(trajectory_id=t, step_start=s, step_end=e) for t, s, e in evidence],
+            evidence_count=row.evidence_count,
+            environment=row.environment,
+            created_at=row.created_at,
+            updated_at=row.updated_at,
+        )
+
+    # -- outcome credit ----------------------------------------------------
+
+    def report_outcome(
+        self, principal: Principal, ns: str, retrieval_id: str, body: RetrievalOutcomeIn
+    ) -> RetrievalOutcomeRead:
+        principal.require(Permission.RETRIEVE, ns)
+        self.checker.json(body.details, "details")
+
+        def work(session: Session) -> RetrievalOutcomeRead:
+            self.namespaces.require(session, ns)
+            if repo.get_retrieval(session, ns, retrieval_id) is None:
+                raise NotFound(f"retrieval {retrieval_id!r} not found in namespace {ns!r}", field="retrieval_id")
+            old = repo.get_outcome(session, retrieval_id)
+            if old is not None:
+                if (old.success, old.reward, old.details) != (body.success, body.reward, body.details):
+                    raise Conflict(
+                        f"retrieval {retrieval_id!r} already has a different outcome",
+                        field="outcome",
+                        rule="idempotent_replay",
+                    )
+                return RetrievalOutcomeRead(
+                    retrieval_id=retrieval_id, success=old.success, reward=old.reward, credited_items=0
+                )
+            n = repo.record_outcome(
+                session,
+                retrieval_id,
+                success=body.success,
+                reward=body.reward,
+                trajectory_id=body.trajectory_id,
+                details=body.details,
+            )
+            return RetrievalOutcomeRead(
+                retrieval_id=retrieval_id, success=body.success, reward=body.reward, credited_items=n
+            )
+
+        return self.db.run_write(work)

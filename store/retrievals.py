@@ -1,0 +1,181 @@
+"""Retrieval queries: candidate loading with filters and leakage guards, the
+retrieval log, and outcome credit into reflection utility."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import and_, case, exists, func, insert, select, update
+from sqlalchemy.orm import Session
+
+from store.models import (
+    Reflection,
+    ReflectionEvidence,
+    Retrieval,
+    RetrievalItem,
+    RetrievalOutcome,
+    Trajectory,
+    utcnow,
+)
+
+
+@dataclass(frozen=True)
+class CandidateFilters:
+    kinds: Sequence[str]
+    statuses: Sequence[str]
+    environment: str | None = None
+    agent: str | None = None
+    policy_version: str | None = None
+    exclude_task_hashes: Sequence[str] = ()
+    exclude_trajectory_ids: Sequence[str] = ()
+    as_of: datetime | None = None
+
+
+def _cited_by(*conditions: Any) -> Any:
+    """EXISTS: the reflection has evidence from a trajectory matching the conditions."""
+    return exists().where(
+        ReflectionEvidence.reflection_pk == Reflection.pk,
+        Trajectory.pk == ReflectionEvidence.trajectory_pk,
+        *conditions,
+    )
+
+
+def load_candidates(session: Session, namespace: str, pks: Sequence[int], f: CandidateFilters) -> list[Reflection]:
+    """The reflections among `pks` that pass every filter."""
+    if not pks:
+        return []
+    stmt = select(Reflection).where(
+        Reflection.pk.in_(list(pks)),
+        Reflection.namespace == namespace,
+        Reflection.kind.in_(list(f.kinds)),
+        Reflection.status.in_(list(f.statuses)),
+    )
+    if f.environment is not None:
+        stmt = stmt.where(Reflection.environment == f.environment)
+    if f.as_of is not None:
+        stmt = stmt.where(Reflection.created_at <= f.as_of)
+    if f.agent is not None:
+        stmt = stmt.where(_cited_by(Trajectory.agent == f.agent))
+    if f.policy_version is not None:
+        stmt = stmt.where(_cited_by(Trajectory.policy_version == f.policy_version))
+    if f.exclude_task_hashes:
+        stmt = stmt.where(~_cited_by(Trajectory.task_hash.in_(list(f.exclude_task_hashes))))
+    if f.exclude_trajectory_ids:
+        stmt = stmt.where(
+            ~_cited_by(Trajectory.namespace == namespace, Trajectory.id.in_(list(f.exclude_trajectory_ids)))
+        )
+    return list(session.scalars(stmt))
+
+
+def evidence_summaries(
+    session: Session, reflection_pks: Sequence[int], per_item: int
+) -> dict[int, list[tuple[str, int | None, int | None]]]:
+    """pk -> the newest `per_item` evidence links as (trajectory id, step start, step end)."""
+    out: dict[int, list[tuple[str, int | None, int | None]]] = {pk: [] for pk in reflection_pks}
+    if not reflection_pks:
+        return out
+    e = ReflectionEvidence
+    stmt = (
+        select(e.reflection_pk, Trajectory.id, e.step_start, e.step_end)
+        .join(Trajectory, Trajectory.pk == e.trajectory_pk)
+        .where(e.reflection_pk.in_(list(reflection_pks)))
+        .order_by(e.reflection_pk, e.pk.desc())
+    )
+    for pk, tid, start, end in session.execute(stmt):
+        if len(out[pk]) < per_item:
+            out[pk].append((tid, start, end))
+    return out
+
+
+def insert_retrieval(
+    session: Session,
+    *,
+    id: str,
+    namespace: str,
+    query: dict[str, Any],
+    trajectory_id: str | None,
+    items: Sequence[tuple[int, int, float, float]],
+) -> None:
+    """Log a retrieval and what it served: items are (reflection pk, rank, score, similarity)."""
+    session.add(Retrieval(id=id, namespace=namespace, query=query, trajectory_id=trajectory_id, created_at=utcnow()))
+    session.flush()
+    if items:
+        session.execute(
+            insert(RetrievalItem),
+            [
+                {"retrieval_id": id, "reflection_pk": pk, "rank": rank, "score": score, "similarity": sim}
+                for pk, rank, score, sim in items
+            ],
+        )
+
+
+def get_retrieval(session: Session, namespace: str, id: str) -> Retrieval | None:
+    row = session.get(Retrieval, id)
+    return row if row is not None and row.namespace == namespace else None
+
+
+def get_outcome(session: Session, retrieval_id: str) -> RetrievalOutcome | None:
+    return session.get(RetrievalOutcome, retrieval_id)
+
+
+def record_outcome(
+    session: Session,
+    retrieval_id: str,
+    *,
+    success: bool | None,
+    reward: float | None,
+    trajectory_id: str | None,
+    details: dict[str, Any] | None,
+) -> int:
+    """Store the outcome and credit every item the retrieval served (counters are
+    updated in SQL, so concurrent credits never lose an increment). Returns the
+    number of items credited. The caller checks there is no outcome yet."""
+    session.add(
+        RetrievalOutcome(
+            retrieval_id=retrieval_id,
+            success=success,
+            reward=reward,
+            trajectory_id=trajectory_id,
+            details=details,
+            created_at=utcnow(),
+        )
+    )
+    served = select(RetrievalItem.reflection_pk).where(RetrievalItem.retrieval_id == retrieval_id)
+    values: dict[str, Any] = {"uses": Reflection.uses + 1}
+    if success is True:
+        values["successes"] = Reflection.successes + 1
+    elif success is False:
+        values["failures"] = Reflection.failures + 1
+    if reward is not None:
+        values["reward_sum"] = Reflection.reward_sum + reward
+    result = session.execute(update(Reflection).where(Reflection.pk.in_(served)).values(**values))
+    return result.rowcount or 0
+
+
+def open_retrievals_of(session: Session, namespace: str, trajectory_id: str, extra_ids: Sequence[str]) -> list[str]:
+    """Retrievals linked to an episode (by trajectory_id or listed in its
+    retrieval_ids) that have no outcome yet."""
+    linked = Retrieval.trajectory_id == trajectory_id
+    if extra_ids:
+        linked = linked | Retrieval.id.in_(list(extra_ids))
+    stmt = select(Retrieval.id).where(
+        Retrieval.namespace == namespace,
+        linked,
+        ~exists().where(RetrievalOutcome.retrieval_id == Retrieval.id),
+    )
+    return list(session.scalars(stmt))
+
+
+def outcome_baseline(session: Session, namespace: str) -> tuple[int, int]:
+    """(successes, outcomes with a success value) over the namespace's retrievals."""
+    stmt = (
+        select(func.count(), func.sum(case((RetrievalOutcome.success.is_(True), 1), else_=0)))
+        .select_from(RetrievalOutcome)
+        .join(Retrieval, Retrieval.id == RetrievalOutcome.retrieval_id)
+        .where(and_(Retrieval.namespace == namespace, RetrievalOutcome.success.is_not(None)))
+    )
+    total, successes = session.execute(stmt).one()
+    return int(successes or 0), int(total or 0)

@@ -93,6 +93,60 @@ def _keys_create(args: argparse.Namespace) -> int:
     return 0
 
 
+def _open(settings: Settings):  # type: ignore[no-untyped-def]
+    """Database + services for a command that works without the HTTP server."""
+    from migrations import schema_status
+    from service.container import Services
+    from store.database import Database
+
+    db = Database(settings.resolved_database_url, pool_size=settings.db_pool_size)
+    if not schema_status(db.engine).up_to_date:
+        db.dispose()
+        raise SystemExit("database schema is not current; run `reflexa db upgrade` first")
+    return Services.build(settings, db)
+
+
+def _worker(args: argparse.Namespace) -> int:
+    import signal
+
+    settings = _settings(args)
+    if args.concurrency:
+        settings = settings.model_copy(
+            update={"worker": settings.worker.model_copy(update={"concurrency": args.concurrency})}
+        )
+    services = _open(settings)
+    worker = services.worker
+
+    def stop(*_: object) -> None:
+        worker.stop(timeout=0)
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    print(f"reflexa worker {worker.worker_id}: concurrency {settings.worker.concurrency}", file=sys.stderr, flush=True)
+    if args.until_idle:
+        n = worker.run_until_idle()
+        print(f"ran {n} jobs", file=sys.stderr)
+    else:
+        worker.run_forever()
+    services.db.dispose()
+    return 0
+
+
+def _reindex(args: argparse.Namespace) -> int:
+    from reflectors.reindex import reindex
+    from store import namespaces as namespaces_repo
+
+    services = _open(_settings(args))
+    try:
+        with services.db.read() as session:
+            names = args.namespace or [n.name for n in namespaces_repo.list_namespaces(session, None)]
+        counts = reindex(services.db, services.embedder, services.registry, names)
+    finally:
+        services.db.dispose()
+    print(json.dumps(counts))
+    return 0
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """Entry point `reflexa.commands`: add the server commands to `reflexa`."""
     db_url = {"help": "overrides REFLEXA_DATABASE_URL"}
@@ -119,6 +173,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     cur = db_sub.add_parser("current", help="show the schema revision; exit 1 when out of date")
     cur.add_argument("--database-url", **db_url)
     cur.set_defaults(func=_db_current)
+
+    worker = subparsers.add_parser("worker", help="run reflection jobs (any number of these may run)")
+    worker.add_argument("--concurrency", type=int, help="jobs at once (default REFLEXA_WORKER__CONCURRENCY)")
+    worker.add_argument("--until-idle", action="store_true", help="exit when no job is runnable")
+    worker.add_argument("--database-url", **db_url)
+    worker.set_defaults(func=_worker)
+
+    rx = subparsers.add_parser("reindex", help="re-encode missing vectors and rebuild the index snapshots from SQL")
+    rx.add_argument("--namespace", action="append", help="repeat for several; default: all")
+    rx.add_argument("--database-url", **db_url)
+    rx.set_defaults(func=_reindex)
 
     keys = subparsers.add_parser("keys", help="API keys (direct database access)")
     keys_sub = keys.add_subparsers(dest="keys_command", required=True)

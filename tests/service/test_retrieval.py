@@ -1,0 +1,235 @@
+"""Retrieval over exemplars on SQLite and PostgreSQL (hashing embedder; the real
+model is exercised in test_retrieval_model.py): state matching, exemplar fields,
+merging, credit, filters and leakage guards, deletes, utility, read-your-writes,
+rendering, MMR and reindex."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from reflectors.reindex import reindex
+
+NS = "/v1/namespaces/mem"
+
+
+def step(obs: str, action: Any, **extra: Any) -> dict[str, Any]:
+    return {"state": {"observation": obs}, "action": action, **extra}
+
+
+KITCHEN = "You are in the kitchen. A kettle sits on the stove next to a sink."
+GARDEN = "You are in the garden. Roses grow by a wooden fence under the oak tree."
+CELLAR = "You are in the dark cellar. Wine barrels line the damp stone walls."
+
+
+def drain(api: TestClient) -> int:
+    return api.app.state.services.worker.run_until_idle()  # type: ignore[attr-defined]
+
+
+@pytest.fixture
+def api(client: TestClient) -> TestClient:
+    assert client.post("/v1/namespaces", json={"name": "mem", "settings": {"gamma": 0.5}}).status_code == 201
+    return client
+
+
+def ingest(api: TestClient, id: str, steps: list[dict[str, Any]], outcome: dict[str, Any], **fields: Any) -> str:
+    body = {"id": id, "task": fields.pop("task", "chores"), "environment": "house", "steps": steps,
+            "outcome": outcome, **fields}
+    r = api.post(f"{NS}/trajectories", json=body)
+    assert r.status_code == 201, r.text
+    return r.json()["consistency_token"]
+
+
+def retrieve(api: TestClient, obs: str, **extra: Any) -> dict[str, Any]:
+    r = api.post(f"{NS}/retrieve", json={"state": {"observation": obs}, **extra})
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def test_state_matched_exemplar_comes_first_with_its_fields(api: TestClient) -> None:
+    ingest(api, "t1", [step(KITCHEN, "boil water", reward=0.0), step(GARDEN, "water roses", reward=1.0)],
+           {"success": True})
+    ingest(api, "t2", [step(CELLAR, "open barrel", result="It is sealed.", reward=0.0)], {"success": False})
+    assert drain(api) == 2
+    out = retrieve(api, "The kitchen: a kettle on the stove, a sink.", k=3)
+    assert out["gamma"] == 0.5 and out["retrieval_id"].startswith("r_")
+    first = out["items"][0]
+    assert first["kind"] == "exemplar" and first["content"]["observation"] == KITCHEN
+    c = first["content"]
+    # rtg = 0 + 0.5 * 1.0 (hand computed), credited with the episode's success
+    assert c["action"] == "boil water" and c["return_to_go"] == pytest.approx(0.5)
+    assert (c["count"], c["success_count"], c["failure_count"], c["success"]) == (1, 1, 0, True)
+    assert first["evidence"] == [{"trajectory_id": "t1", "step_start": 0, "step_end": 0}]
+    assert first["similarity"] == first["state_similarity"] > out["items"][1]["similarity"]
+    assert first["utility"]["uses"] == 0 and first["score"] == pytest.approx(first["similarity"], rel=0.2)
+    # The failed one-step episode: its only step is debited.
+    cellar = next(i for i in out["items"] if i["content"]["observation"] == CELLAR)
+    assert (cellar["content"]["failure_count"], cellar["content"]["success"]) == (1, False)
+
+
+def test_failure_credit_goes_to_the_step_that_caused_it(api: TestClient) -> None:
+    steps = [step(KITCHEN, "boil water"), step(GARDEN, "cut the fence", caused_failure=True), step(CELLAR, "wait")]
+    ingest(api, "f1", steps, {"success": False, "reward": -1.0})
+    drain(api)
+    items = {i["content"]["action"]: i["content"] for i in retrieve(api, KITCHEN, k=10)["items"]}
+    assert items["cut the fence"]["failure_count"] == 1
+    assert items["boil water"]["failure_count"] == 0 and items["boil water"]["success"] is None
+    assert items["wait"]["failure_count"] == 0
+    # No step rewards: the outcome reward lands on the last step and flows back.
+    assert items["wait"]["return_to_go"] == pytest.approx(-1.0)
+    assert items["boil water"]["return_to_go"] == pytest.approx(-0.25)
+
+
+def test_identical_state_action_pairs_merge(api: TestClient) -> None:
+    ingest(api, "m1", [step(KITCHEN, "boil water", reward=1.0)], {"success": True})
+    ingest(api, "m2", [step(KITCHEN, "boil water", reward=0.0)], {"success": False})
+    ingest(api, "m3", [step(KITCHEN, "boil water", reward=1.0)], {"success": True})
+    ingest(api, "m4", [step(KITCHEN, "smash kettle", reward=0.0)], {"success": False})
+    drain(api)
+    items = retrieve(api, KITCHEN, k=10)["items"]
+    assert len(items) == 2
+    merged = next(i for i in items if i["content"]["action"] == "boil water")
+    c = merged["content"]
+    assert (c["count"], c["success_count"], c["failure_count"]) == (3, 2, 1)
+    assert c["return_to_go"] == pytest.approx(2 / 3)
+    assert merged["evidence_count"] == 3
+    assert {e["trajectory_id"] for e in merged["evidence"]} == {"m1", "m2", "m3"}
+    # Deleting one source recomputes the merged statistics; the last source takes it away.
+    api.delete(f"{NS}/trajectories/m2")
+    drain(api)
+    c = next(i for i in retrieve(api, KITCHEN)["items"] if i["content"]["action"] == "boil water")["content"]
+    assert (c["count"], c["success_count"], c["failure_count"]) == (2, 2, 0)
+    api.delete(f"{NS}/trajectories/m4")
+    assert [i["content"]["action"] for i in retrieve(api, KITCHEN)["items"]] == ["boil water"]
+
+
+def test_filters_and_leakage_guards(api: TestClient) -> None:
+    ingest(api, "a", [step(KITCHEN, "boil water")], {"success": True}, task="make tea", agent="ann",
+           policy_version="v1")
+    ingest(api, "b", [step(KITCHEN, "fill kettle")], {"success": True}, task="make coffee", agent="bob",
+           policy_version="v2")
+    drain(api)
+
+    def actions(**extra: Any) -> set[str]:
+        return {i["content"]["action"] for i in retrieve(api, KITCHEN, **extra)["items"]}
+
+    assert actions() == {"boil water", "fill kettle"}
+    assert actions(filters={"exclude_tasks": ["make tea"]}) == {"fill kettle"}
+    assert actions(filters={"exclude_trajectory_ids": ["b"]}) == {"boil water"}
+    assert actions(filters={"agent": "bob"}) == {"fill kettle"}
+    assert actions(filters={"policy_version": "v1"}) == {"boil water"}
+    assert actions(environment="elsewhere") == set()
+    assert actions(kinds=["heuristic"]) == set()
+    assert actions(filters={"as_of": "2000-01-01T00:00:00Z"}) == set()
+    assert actions(filters={"status": ["retired"]}) == set()
+    assert actions(min_score=2.0) == set()
+
+
+def test_utility_moves_with_reported_outcomes(api: TestClient) -> None:
+    ingest(api, "u", [step(KITCHEN, "boil water"), step(KITCHEN + " The sink drips.", "fix sink")], {"success": True})
+    drain(api)
+    first = retrieve(api, KITCHEN, k=2)
+    assert first["items"][0]["content"]["action"] == "boil water"
+    top = first["items"][0]["id"]
+    # Serve the top item alone and report failure each time: it keeps failing, it sinks.
+    failures = 0
+    while failures < 10:
+        r = retrieve(api, KITCHEN, k=1)
+        if r["items"][0]["id"] != top:
+            break
+        out = api.post(f"{NS}/retrievals/{r['retrieval_id']}/outcome", json={"success": False})
+        assert out.status_code == 200 and out.json()["credited_items"] == 1
+        failures += 1
+    assert 1 <= failures < 10
+    # A reported success for the other one, through an episode that listed the retrieval.
+    other = retrieve(api, KITCHEN + " The sink drips.", k=1)
+    assert other["items"][0]["content"]["action"] == "fix sink"
+    ingest(api, "user", [step(GARDEN, "walk")], {"success": True}, retrieval_ids=[other["retrieval_id"]])
+    after = retrieve(api, KITCHEN, k=2)["items"]
+    assert after[0]["content"]["action"] == "fix sink"
+    assert after[0]["utility"]["successes"] >= 1 and after[0]["score"] > after[0]["similarity"] * 0.99
+    sunk = next(i for i in after if i["id"] == top)
+    assert sunk["utility"]["failures"] == failures and sunk["utility"]["mean"] < sunk["utility"]["baseline"]
+    assert sunk["score"] < sunk["similarity"]
+    # Outcome replay and conflict.
+    rid = other["retrieval_id"]
+    r = api.post(f"{NS}/retrievals/{rid}/outcome", json={"success": False})
+    assert r.status_code == 409
+    assert api.post(f"{NS}/retrievals/r_nope/outcome", json={"success": True}).status_code == 404
+
+
+def test_episode_linked_retrieval_is_credited_when_it_closes(api: TestClient) -> None:
+    ingest(api, "src", [step(KITCHEN, "boil water")], {"success": True})
+    drain(api)
+    api.post(f"{NS}/trajectories", json={"id": "ep", "task": "t"})
+    r = retrieve(api, KITCHEN, trajectory_id="ep")
+    api.post(f"{NS}/trajectories/ep/outcome", json={"success": True})
+    item = retrieve(api, KITCHEN)["items"][0]
+    assert (item["utility"]["uses"], item["utility"]["successes"]) == (1, 1)
+    assert r["items"][0]["id"] == item["id"]
+
+
+def test_read_your_writes_with_the_consistency_token(api: TestClient) -> None:
+    token = ingest(api, "fresh", [step(CELLAR, "light candle")], {"success": True})
+    worker = api.app.state.services.worker  # type: ignore[attr-defined]
+    r = api.post(f"{NS}/retrieve", json={"state": {"observation": CELLAR}, "consistency_token": token,
+                                         "wait_timeout_ms": 50})
+    assert r.status_code == 504 and r.json()["error"]["type"] == "consistency_timeout"
+    worker.start()
+    try:
+        out = retrieve(api, CELLAR, consistency_token=token, wait_timeout_ms=10_000)
+    finally:
+        worker.stop()
+    assert out["items"][0]["content"]["action"] == "light candle"
+    r = api.post(f"{NS}/retrieve", json={"state": {"observation": "x"}, "consistency_token": "garbage"})
+    assert r.status_code == 422 and r.json()["error"]["field"] == "consistency_token"
+    assert retrieve(api, "x", consistency_token="c1.0")["waited_ms"] == 0
+
+
+def test_render_respects_the_budget(api: TestClient) -> None:
+    ingest(api, "r", [step(KITCHEN, "boil water", result="The water boils."), step(GARDEN, "water roses")],
+           {"success": True})
+    drain(api)
+    for fmt in ("markdown", "text", "json"):
+        out = retrieve(api, KITCHEN, render={"format": fmt, "max_chars": 400})
+        assert out["context"] and len(out["context"]) <= 400
+    md = retrieve(api, KITCHEN, render={"format": "markdown", "max_chars": 2000})["context"]
+    assert md.startswith("## Past experience in similar states") and "Action: boil water" in md
+    assert "The water boils." in md
+    tiny = retrieve(api, KITCHEN, render={"format": "markdown", "max_chars": 100})["context"]
+    assert len(tiny) <= 100  # nothing fits whole: nothing cut in half
+
+
+def test_mmr_diversifies(api: TestClient) -> None:
+    near = [step(KITCHEN + f" Variant {i}.", f"act {i}") for i in range(4)]
+    ingest(api, "d", [*near, step(CELLAR + " The kitchen is above.", "climb")], {"success": True})
+    drain(api)
+    plain = [i["content"]["action"] for i in retrieve(api, KITCHEN, k=3)["items"]]
+    diverse = [i["content"]["action"] for i in retrieve(api, KITCHEN, k=3, mmr_lambda=0.3)["items"]]
+    assert "climb" not in plain and "climb" in diverse
+
+
+def test_reindex_gives_identical_results(api: TestClient) -> None:
+    for i, (obs, act) in enumerate([(KITCHEN, "boil"), (GARDEN, "dig"), (CELLAR, "look")]):
+        ingest(api, f"x{i}", [step(obs, act)], {"success": i % 2 == 0})
+    drain(api)
+    before = retrieve(api, "kettle stove kitchen garden", k=3)["items"]
+    services = api.app.state.services  # type: ignore[attr-defined]
+    counts = reindex(services.db, services.embedder, services.registry, ["mem"])
+    assert counts == {"mem": 3}  # one state vector per exemplar (none has an internal state)
+    after = retrieve(api, "kettle stove kitchen garden", k=3)["items"]
+    assert [(i["id"], round(i["score"], 6)) for i in after] == [(i["id"], round(i["score"], 6)) for i in before]
+
+
+def test_bad_retrieve_requests(api: TestClient) -> None:
+    r = api.post(f"{NS}/retrieve", json={"state": {}})
+    assert r.status_code == 422 and r.json()["error"]["field"] == "state.observation"
+    r = api.post(f"{NS}/retrieve", json={"state": {"observation": "x"}, "k": 0})
+    assert r.status_code == 422 and r.json()["error"]["field"] == "k"
+    r = api.post(f"{NS}/retrieve", json={"state": {"observation": "x"}, "kinds": ["memes"]})
+    assert r.status_code == 422 and r.json()["error"]["field"] == "kinds[0]"
+    r = api.post(f"{NS}/retrieve", json={"state": {"observation": "x" * 2_000_000}})
+    assert r.status_code == 422 and r.json()["error"]["field"] == "state.observation"
+    assert api.post("/v1/namespaces/none/retrieve", json={"state": {"observation": "x"}}).status_code == 404

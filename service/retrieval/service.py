@@ -7,7 +7,6 @@ retrieval log is one short write at the end.
 
 from __future__ import annotations
 
-import time
 import uuid
 from dataclasses import dataclass
 
@@ -15,11 +14,12 @@ import numpy as np
 from sqlalchemy.orm import Session
 
 from service.auth import Permission, Principal
-from service.errors import Conflict, InvalidInput, NotFound, ReflexaError
+from service.errors import Conflict, NotFound
 from service.limits import LimitChecker
 from service.namespaces.schemas import NamespaceSettings, parse_settings
 from service.namespaces.service import NamespaceService
 from service.retrieval import ranking
+from service.retrieval.consistency import parse_token, wait_for
 from service.retrieval.render import render
 from service.retrieval.schemas import (
     EvidenceRead,
@@ -31,8 +31,7 @@ from service.retrieval.schemas import (
     UtilityRead,
 )
 from service.retrieval.state_text import internal_text, state_text
-from service.trajectories.service import CLOSED_JOB_KIND, task_hash
-from store import jobs as jobs_repo
+from service.trajectories.service import task_hash
 from store import namespaces as namespaces_repo
 from store import reflections as reflections_repo
 from store import retrievals as repo
@@ -45,11 +44,6 @@ EVIDENCE_PER_ITEM = 5
 MIN_FETCH = 50
 
 
-class ConsistencyTimeout(ReflexaError):
-    status = 504
-    type = "consistency_timeout"
-
-
 @dataclass
 class _Candidate:
     row: Reflection
@@ -59,21 +53,6 @@ class _Candidate:
     score: float
     utility: ranking.Utility
     vector: np.ndarray
-
-
-def parse_token(token: str, field: str = "consistency_token") -> tuple[int, int] | None:
-    """ "c1.<first>.<last>" -> job id range; "c1.0" -> None (nothing to wait for)."""
-    parts = token.split(".")
-    try:
-        if parts[0] == "c1" and parts[1:] == ["0"]:
-            return None
-        if parts[0] == "c1" and len(parts) == 3:
-            first, last = int(parts[1]), int(parts[2])
-            if 0 < first <= last:
-                return first, last
-    except ValueError:
-        pass
-    raise InvalidInput(f"{field} is not a token this server issued", field=field, rule="opaque_token")
 
 
 class RetrievalService:
@@ -106,7 +85,7 @@ class RetrievalService:
             settings = parse_settings(row.settings if row else {})
             baseline = ranking.baseline_rate(*repo.outcome_baseline(session, ns))
 
-        waited_ms = self._wait_for(ns, token, req.wait_timeout_ms) if token else 0
+        waited_ms = wait_for(self.db, ns, token, req.wait_timeout_ms) if token else 0
         self.registry.sync(ns, force=token is not None)
 
         q_state, q_internal = self._embed_query(req, settings)
@@ -131,31 +110,15 @@ class RetrievalService:
             retrieval_id=retrieval_id, items=items, context=context, gamma=settings.gamma, waited_ms=waited_ms
         )
 
-    def _wait_for(self, ns: str, token: tuple[int, int], timeout_ms: int) -> int:
-        """Block (bounded) until the write's indexing jobs are done."""
-        start = time.monotonic()
-        delay = 0.005
-        while True:
-            with self.db.read() as session:
-                statuses = jobs_repo.job_statuses(session, ns, CLOSED_JOB_KIND, *token)
-            if statuses.get("failed"):
-                raise ConsistencyTimeout(
-                    f"indexing of the write this token names failed; see GET /v1/namespaces/{ns}/jobs?status=failed",
-                    field="consistency_token",
-                    rule="indexing_failed",
-                )
-            if not statuses.get("queued") and not statuses.get("running"):
-                return int((time.monotonic() - start) * 1000)
-            elapsed = time.monotonic() - start
-            if elapsed * 1000 >= timeout_ms:
-                raise ConsistencyTimeout(
-                    f"the write this token names was not searchable within {timeout_ms} ms; "
-                    "retry, or raise wait_timeout_ms",
-                    field="consistency_token",
-                    rule="wait_timeout_ms",
-                )
-            time.sleep(min(delay, timeout_ms / 1000 - elapsed))
-            delay = min(delay * 2, 0.05)
+    def wait_searchable(self, ns: str, token: str, timeout_ms: int) -> int:
+        """After a write: block (bounded) until what it queued is searchable from
+        this process. Returns the milliseconds waited."""
+        job_range = parse_token(token)
+        if job_range is None:
+            return 0
+        waited = wait_for(self.db, ns, job_range, timeout_ms, field="wait_ms")
+        self.registry.sync(ns, force=True)
+        return waited
 
     def _embed_query(self, req: RetrieveRequest, settings: NamespaceSettings) -> tuple[np.ndarray, np.ndarray | None]:
         s_text = state_text(settings.state_text, observation=req.state.observation, data=req.state.data, task=req.task)

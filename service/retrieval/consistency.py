@@ -1,0 +1,62 @@
+"""Read-your-writes: a write's consistency token names the indexing jobs it
+queued; waiting on it means those jobs are done, so a sync of the index sees them.
+
+Measured on a reference setup: with a 10 s ingest-to-searchable lag an online
+learner on short episodes learned nothing; waiting for the index before the next
+episode restored learning. So the wait is bounded and its timeout is a clear error.
+"""
+
+from __future__ import annotations
+
+import time
+
+from service.errors import InvalidInput, ReflexaError
+from service.trajectories.service import CLOSED_JOB_KIND
+from store import jobs as jobs_repo
+from store.database import Database
+
+
+class ConsistencyTimeout(ReflexaError):
+    status = 504
+    type = "consistency_timeout"
+
+
+def parse_token(token: str, field: str = "consistency_token") -> tuple[int, int] | None:
+    """ "c1.<first>.<last>" -> job id range; "c1.0" -> None (nothing to wait for)."""
+    parts = token.split(".")
+    try:
+        if parts[0] == "c1" and parts[1:] == ["0"]:
+            return None
+        if parts[0] == "c1" and len(parts) == 3:
+            first, last = int(parts[1]), int(parts[2])
+            if 0 < first <= last:
+                return first, last
+    except ValueError:
+        pass
+    raise InvalidInput(f"{field} is not a token this server issued", field=field, rule="opaque_token")
+
+
+def wait_for(db: Database, ns: str, token: tuple[int, int], timeout_ms: int, field: str = "consistency_token") -> int:
+    """Block until the token's jobs are done; returns the milliseconds waited."""
+    start = time.monotonic()
+    delay = 0.005
+    while True:
+        with db.read() as session:
+            statuses = jobs_repo.job_statuses(session, ns, CLOSED_JOB_KIND, *token)
+        if statuses.get("failed"):
+            raise ConsistencyTimeout(
+                f"indexing of the write this token names failed; see GET /v1/namespaces/{ns}/jobs?status=failed",
+                field=field,
+                rule="indexing_failed",
+            )
+        if not statuses.get("queued") and not statuses.get("running"):
+            return int((time.monotonic() - start) * 1000)
+        elapsed = time.monotonic() - start
+        if elapsed * 1000 >= timeout_ms:
+            raise ConsistencyTimeout(
+                f"the write this token names was not searchable within {timeout_ms} ms; retry, or wait longer",
+                field=field,
+                rule="wait_timeout",
+            )
+        time.sleep(max(0.0, min(delay, timeout_ms / 1000 - elapsed)))
+        delay = min(delay * 2, 0.05)

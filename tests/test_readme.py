@@ -29,9 +29,7 @@ def test_constraints_pin_the_cpu_torch() -> None:
 
 def test_readme_quick_start_runs_against_a_live_server(live_server, capsys) -> None:  # type: ignore[no-untyped-def]
     block = re.search(r"```python\n(.+?)\n```", (REPO / "README.md").read_text(), re.S).group(1)  # type: ignore[union-attr]
-    code = block.replace("http://127.0.0.1:8080", live_server.url).replace(
-        "rfx_…admin key…", live_server.admin_key
-    )
+    code = block.replace("http://127.0.0.1:8080", live_server.url).replace("rfx_…admin key…", live_server.admin_key)
     code = code.replace('"kitchen"', '"readme-quickstart"')
     exec(compile(code, "README.md", "exec"), {})
     out = capsys.readouterr().out.splitlines()

@@ -56,7 +56,8 @@ class Services:
 
     @classmethod
     def build(cls, settings: Settings, db: Database, embedder: Embedder | None = None) -> Services:
-        embedder = embedder or make_embedder(settings)
+        if embedder is None:  # (an embedder with an empty cache has len 0: no truthiness test)
+            embedder = make_embedder(settings)
         checker = LimitChecker(settings.limits)
         namespaces = NamespaceService(db)
         registry = IndexRegistry(

@@ -150,10 +150,17 @@ def close_trajectory(
     principal: PrincipalDep,
     services: ServicesDep,
     response: Response,
+    wait_ms: int = Query(
+        0, ge=0, le=60_000, description="wait up to this long until the episode's exemplars are searchable"
+    ),
 ) -> TrajectoryWritten:
-    """Record the outcome: closes the trajectory and queues its reflection."""
+    """Record the outcome: closes the trajectory and queues its reflection. With
+    `wait_ms`, answers only once its exemplars are searchable (504 after `wait_ms`;
+    the outcome is stored either way)."""
     written = services.trajectories.close(principal, ns, id, body)
     response.headers[TOKEN_HEADER] = written.consistency_token
+    if wait_ms:
+        services.retrieval.wait_searchable(ns, written.consistency_token, wait_ms)
     return written
 
 

@@ -1,4 +1,4 @@
-"""An in-memory stand-in for the trajectory routes, served through
+"""An in-memory stand-in for the trajectory and retrieval routes, served through
 ``httpx.MockTransport``, with scripted failures and hangs: what the client unit
 tests talk to instead of a server."""
 
@@ -32,7 +32,11 @@ class FakeReflexa:
 
     It enforces the server's rules that the client relies on: steps stored at
     contiguous indexes, identical repeats are replays, closed trajectories take no
-    steps. ``script`` queues responses (or exceptions) returned before normal handling;
+    steps. Closing a trajectory queues one indexing job and answers with a
+    consistency token naming it (``c1.<job>.<job>``; a replay names the same job),
+    as the server does; other writes answer ``c1.0``. Retrieve answers one canned
+    item; a retrieval outcome is taken once (identical repeat: 0 credited, different: 409).
+    ``script`` queues responses (or exceptions) returned before normal handling;
     ``hang()`` makes every request wait until ``release()``.
     """
 
@@ -42,6 +46,8 @@ class FakeReflexa:
         self.script: deque[httpx.Response | Exception] = deque()
         #: Batches with more items are refused with 413 (the server's body limit, in items).
         self.max_batch_items: int | None = None
+        self.jobs = 0
+        self.retrievals: dict[str, dict[str, Any] | None] = {}
         self._lock = threading.Lock()
         self._released = threading.Event()
         self._released.set()
@@ -88,6 +94,10 @@ class FakeReflexa:
 
     def _route(self, method: str, parts: list[str], body: Any) -> httpx.Response:
         # parts: ['', 'v1', 'namespaces', ns, 'trajectories', id?, action?]
+        if len(parts) == 5 and parts[4] == "retrieve" and method == "POST":
+            return self._retrieve(body)
+        if len(parts) == 7 and parts[4] == "retrievals" and parts[6] == "outcome" and method == "POST":
+            return self._retrieval_outcome(parts[5], body)
         if len(parts) == 5 and method == "POST":
             return self._create(parts[3], body)
         if len(parts) == 6 and parts[5] == "batch" and method == "POST":
@@ -115,8 +125,11 @@ class FakeReflexa:
             "request": body,
             "steps": [dict(step, index=i) for i, step in enumerate(body.get("steps", []))],
             "outcome": body.get("outcome"),
+            "job": None,
         }
         self.trajectories[body["id"]] = stored
+        if stored["outcome"] is not None:
+            stored["job"] = self._enqueue()
         return httpx.Response(201, json=self._written(stored))
 
     def _batch(self, namespace: str, items: list[dict[str, Any]]) -> httpx.Response:
@@ -140,9 +153,9 @@ class FakeReflexa:
             {"id": item["id"], "created": new, "step_count": len(item.get("steps", [])), "status": "open"}
             for item, new in zip(items, created, strict=True)
         ]
-        return httpx.Response(
-            201 if any(created) else 200, json={"items": results, "consistency_token": "c1.0"}
-        )
+        jobs = [self.trajectories[item["id"]]["job"] for item in items]
+        token = _token(*(job for job in jobs if job is not None))
+        return httpx.Response(201 if any(created) else 200, json={"items": results, "consistency_token": token})
 
     def _append(self, trajectory_id: str, steps: list[dict[str, Any]]) -> httpx.Response:
         stored = self.trajectories.get(trajectory_id)
@@ -180,7 +193,50 @@ class FakeReflexa:
         if stored["outcome"] is not None and stored["outcome"] != outcome:
             return _error(409, "conflict", field="outcome")
         stored["outcome"] = outcome
+        if stored["job"] is None:
+            stored["job"] = self._enqueue()
         return httpx.Response(200, json=self._written(stored))
+
+    def _enqueue(self) -> int:
+        self.jobs += 1
+        return self.jobs
+
+    def _retrieve(self, body: dict[str, Any]) -> httpx.Response:
+        retrieval_id = f"r_{len(self.retrievals) + 1}"
+        self.retrievals[retrieval_id] = None
+        item = {
+            "id": "ex_1",
+            "kind": "exemplar",
+            "status": "active",
+            "version": 1,
+            "content": {"observation": body["state"]["observation"], "action": "a"},
+            "text": f"State: {body['state']['observation']}\nAction: a",
+            "score": 0.9,
+            "similarity": 0.95,
+            "state_similarity": 0.95,
+            "internal_similarity": None,
+            "utility": {"mean": 0.5, "std": 0.2, "uses": 0, "successes": 0, "failures": 0, "baseline": 0.5},
+            "evidence": [{"trajectory_id": "t0", "step_start": 0, "step_end": 0}],
+            "evidence_count": 1,
+            "environment": None,
+            "created_at": NOW,
+            "updated_at": NOW,
+            "some_future_field": True,
+        }
+        context = "## Past experience\n- a" if body.get("render") else None
+        return httpx.Response(
+            200, json={"retrieval_id": retrieval_id, "items": [item], "context": context, "gamma": 0.95}
+        )
+
+    def _retrieval_outcome(self, retrieval_id: str, body: dict[str, Any]) -> httpx.Response:
+        if retrieval_id not in self.retrievals:
+            return _error(404, "not_found", field="retrieval_id")
+        old = self.retrievals[retrieval_id]
+        if old is not None and old != body:
+            return _error(409, "conflict", field="outcome")
+        self.retrievals[retrieval_id] = body
+        answer = {"retrieval_id": retrieval_id, "success": body.get("success"), "reward": body.get("reward")}
+        return httpx.Response(200, json=dict(answer, credited_items=0 if old is not None else 1))
 
     def _read(self, stored: dict[str, Any]) -> dict[str, Any]:
         request = stored["request"]
@@ -197,7 +253,12 @@ class FakeReflexa:
         }
 
     def _written(self, stored: dict[str, Any]) -> dict[str, Any]:
-        return dict(self._read(stored), steps=None, consistency_token="c1.0")
+        token = _token(stored["job"]) if stored["job"] is not None else "c1.0"
+        return dict(self._read(stored), steps=None, consistency_token=token)
+
+
+def _token(*jobs: int) -> str:
+    return f"c1.{min(jobs)}.{max(jobs)}" if jobs else "c1.0"
 
 
 def _error(status: int, kind: str, field: str | None = None) -> httpx.Response:

@@ -116,9 +116,7 @@ def test_step_never_blocks_and_overflow_is_counted_as_dropped(
 ) -> None:
     fake.hang()
     reported: list[errors.ReflexaError] = []
-    ep = make_client(timeout=60).episode(
-        task="t", max_buffered_steps=1000, flush_timeout=0.2, on_error=reported.append
-    )
+    ep = make_client(timeout=60).episode(task="t", max_buffered_steps=1000, flush_timeout=0.2, on_error=reported.append)
     try:
         results = [ep.step("obs", "act") for _ in range(100_000)]
         # The loop finished while the very first request was still hanging.
@@ -182,9 +180,7 @@ def test_a_permanent_failure_stops_sending_and_is_reported(
     assert "2 not delivered" in caplog.text
 
 
-def test_invalid_steps_raise_in_the_caller_without_using_an_index(
-    fake: FakeReflexa, make_client: MakeClient
-) -> None:
+def test_invalid_steps_raise_in_the_caller_without_using_an_index(fake: FakeReflexa, make_client: MakeClient) -> None:
     with make_client().episode(task="t") as ep:
         with pytest.raises(errors.InvalidInput) as caught:
             ep.step(42, "act")  # type: ignore[arg-type]
@@ -209,9 +205,7 @@ def test_steps_are_copied_when_taken(fake: FakeReflexa, make_client: MakeClient)
 
 def test_steps_from_many_threads_get_contiguous_indexes(fake: FakeReflexa, make_client: MakeClient) -> None:
     with make_client().episode(task="t", batch_size=37, flush_interval=0.01) as ep:
-        threads = [
-            threading.Thread(target=lambda: [ep.step("obs", "act") for _ in range(250)]) for _ in range(4)
-        ]
+        threads = [threading.Thread(target=lambda: [ep.step("obs", "act") for _ in range(250)]) for _ in range(4)]
         for thread in threads:
             thread.start()
         for thread in threads:

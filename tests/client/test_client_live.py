@@ -7,6 +7,10 @@ from __future__ import annotations
 
 import inspect
 import json
+import os
+import subprocess
+import sys
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,8 +18,10 @@ from typing import Any
 
 import httpx
 import pytest
-from reflexa import AsyncClient, Client, cli, errors
+from reflexa import AsyncClient, Client, cli, errors, models
 from reflexa import _operations as operations
+
+from tests.conftest import start_server
 
 STEP = {"state": {"observation": "a room with a door"}, "action": "open door", "reward": 0.0}
 
@@ -127,9 +133,7 @@ def test_trajectory_lifecycle(admin: Client, namespace: str) -> None:
 
 def test_batch_is_atomic_and_names_the_bad_item(admin: Client, namespace: str) -> None:
     group = unique("g")
-    items = [
-        {"task": "same task", "group_id": group, "steps": [STEP], "outcome": {"reward": r}} for r in (0, 1)
-    ]
+    items = [{"task": "same task", "group_id": group, "steps": [STEP], "outcome": {"reward": r}} for r in (0, 1)]
     items = [dict(item, id=unique("b")) for item in items]
     result = admin.create_trajectories(namespace, items)
     assert (result.created, result.replayed) == (2, 0)
@@ -158,9 +162,7 @@ def test_list_filters_and_pagination(admin: Client, namespace: str) -> None:
     everything = list(admin.iter_trajectories(namespace, group_id=group, page_size=3))
     assert len(everything) == 8 and len({t.id for t in everything}) == 8
     assert len(list(admin.iter_trajectories(namespace, group_id=group, success=True))) == 4
-    assert [t.task for t in admin.iter_trajectories(namespace, group_id=group, status="open")] == [
-        "still open"
-    ]
+    assert [t.task for t in admin.iter_trajectories(namespace, group_id=group, status="open")] == ["still open"]
     with_steps = admin.list_trajectories(namespace, group_id=group, limit=1, include_steps=True)
     assert with_steps.items[0].steps == []
 
@@ -190,10 +192,7 @@ def test_an_interrupted_episode_stays_open(admin: Client, namespace: str) -> Non
 def test_cli_ingest(
     live_server: Any, admin: Client, namespace: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    lines = [
-        json.dumps({"task": f"ingested {i}", "steps": [STEP], "outcome": {"success": True}})
-        for i in range(12)
-    ]
+    lines = [json.dumps({"task": f"ingested {i}", "steps": [STEP], "outcome": {"success": True}}) for i in range(12)]
     lines.insert(5, '{"task": "cut off"')
     source = tmp_path / "rollouts.jsonl"
     source.write_text("\n".join(lines) + "\n")
@@ -232,6 +231,152 @@ async def test_async_client(live_server: Any, namespace: str) -> None:
     assert found == [written.id]
 
 
+# --- retrieval ------------------------------------------------------------------------------
+
+ROOMS = {
+    "a dusty attic with a locked oak chest": "open the chest with the brass key",
+    "a flooded basement where a pump hums": "switch the pump off",
+    "a sunny garden with a green tool shed": "take the spade from the shed",
+}
+
+
+def test_a_finished_episode_is_retrievable_at_once(admin: Client, namespace: str) -> None:
+    """No sleeps: the client's session token makes the retrieve wait for the episode."""
+    with admin.episode(namespace, task="find the treasure", strict=True) as ep:
+        for observation, action in ROOMS.items():
+            ep.step(observation, action)
+        ep.finish(success=True)
+    for observation, action in ROOMS.items():
+        result = admin.retrieve(namespace, observation)
+        top = result.items[0]
+        assert (top.kind, top.content["observation"], top.content["action"]) == ("exemplar", observation, action)
+        assert [link.trajectory_id for link in top.evidence] == [ep.id]
+    assert admin.session_token(namespace) is None
+
+
+def test_an_episode_retrieval_is_credited_by_the_episodes_outcome(admin: Client, namespace: str) -> None:
+    with admin.episode(namespace, task="cross the cave") as earlier:
+        earlier.step("a cold dark cave", "light a torch")
+        earlier.finish(success=True)
+
+    with admin.episode(namespace, task="cross the cave again") as ep:
+        served = ep.retrieve("a cold dark cave", render="markdown")
+        ep.step("a cold dark cave", "follow the draught")
+        ep.finish(success=True)
+    assert ep.retrieval_ids == [served.retrieval_id]
+    item = served.items[0]
+    assert item.content["action"] == "light a torch" and item.utility.uses == 0
+    assert served.context and "light a torch" in served.context
+
+    later = admin.retrieve(namespace, "a cold dark cave")
+    credited = next(found for found in later.items if found.id == item.id)
+    assert (credited.utility.uses, credited.utility.successes, credited.utility.failures) == (1, 1, 0)
+    # The episode's outcome already credited it: a second outcome for the retrieval conflicts.
+    with pytest.raises(errors.Conflict):
+        admin.report_retrieval_outcome(namespace, served.retrieval_id, success=False)
+
+
+def test_retrieval_outcome_replay_and_conflict(admin: Client, namespace: str) -> None:
+    admin.create_trajectory(namespace, task="t", steps=[STEP], outcome={"success": True})
+    result = admin.retrieve(namespace, STEP["state"]["observation"], k=5)
+    assert result.items
+    first = admin.report_retrieval_outcome(namespace, result.retrieval_id, success=True, reward=1.0)
+    assert (first.retrieval_id, first.success, first.reward) == (result.retrieval_id, True, 1.0)
+    assert first.credited_items == len(result.items)
+    replay = admin.report_retrieval_outcome(namespace, result.retrieval_id, success=True, reward=1.0)
+    assert replay.credited_items == 0
+    with pytest.raises(errors.Conflict):
+        admin.report_retrieval_outcome(namespace, result.retrieval_id, success=False, reward=0.0)
+    with pytest.raises(errors.NotFound):
+        admin.report_retrieval_outcome(namespace, "r_no_such_retrieval", success=True)
+    top = admin.retrieve(namespace, STEP["state"]["observation"]).items[0]
+    assert (top.utility.uses, top.utility.successes) == (1, 1)
+
+
+def test_wait_searchable_episode_is_searchable_by_anyone_on_exit(
+    live_server: Any, admin: Client, namespace: str
+) -> None:
+    with admin.episode(namespace, task="t", wait_searchable_ms=20_000, flush_timeout=30, strict=True) as ep:
+        ep.step("a narrow bridge over a canyon", "walk slowly")
+        ep.finish(success=True)
+    assert ep.stats.delivered and ep.stats.last_error is None
+    # A client with no session (another process, say) needs no token to see it.
+    with Client(live_server.url, live_server.admin_key) as other:
+        result = other.retrieve(namespace, "a narrow bridge over a canyon", consistency="none")
+    assert result.items and [link.trajectory_id for link in result.items[0].evidence] == [ep.id]
+    assert result.waited_ms == 0
+
+
+def test_an_explicit_token_gives_another_client_the_write(live_server: Any, admin: Client, namespace: str) -> None:
+    written = admin.create_trajectory(namespace, task="t", steps=[STEP], outcome={"success": True})
+    with Client(live_server.url, live_server.admin_key) as other:
+        result = other.retrieve(namespace, STEP["state"]["observation"], consistency=written.consistency_token)
+    assert result.items and result.items[0].evidence[0].trajectory_id == written.id
+    with pytest.raises(errors.InvalidInput) as caught:
+        admin.retrieve(namespace, "x", consistency="not-a-token")
+    assert caught.value.field == "consistency_token"
+
+
+def test_consistency_timeouts_with_the_worker_stopped(tmp_path: Path) -> None:
+    """No worker: nothing becomes searchable, so every wait runs out. The client
+    reports it without retrying, keeps its session, and catches up once a worker runs."""
+    from migrations import upgrade  # the server's; only this test starts a server of its own
+
+    database_url = f"sqlite:///{tmp_path / 'reflexa.db'}"
+    upgrade(database_url)
+    server = start_server(
+        database_url, tmp_path, env={"REFLEXA_WORKER__IN_PROCESS": "false"}, log=tmp_path / "server.log"
+    )
+    worker: subprocess.Popen[bytes] | None = None
+    try:
+        with Client(server.url, server.admin_key, namespace="stalled") as client:
+            client.create_namespace("stalled")
+            written = client.create_trajectory(task="t", steps=[STEP], outcome={"success": True})
+            started = time.monotonic()
+            with pytest.raises(errors.ConsistencyTimeout) as caught:
+                client.retrieve(None, STEP["state"]["observation"], wait_timeout_ms=300)
+            assert caught.value.rule == "wait_timeout" and time.monotonic() - started < 3  # not retried
+            assert client.session_token() == written.consistency_token
+
+            with client.episode(task="t", wait_searchable_ms=300, strict=True) as ep:
+                ep.step("a lighthouse on a cliff", "climb the stairs")
+                ep.finish(success=True)
+            assert ep.stats.delivered and isinstance(ep.stats.last_error, errors.ConsistencyTimeout)
+            pending = client.session_token()
+            assert pending and pending != written.consistency_token  # the episode's write joined it
+
+            worker = subprocess.Popen(
+                [str(Path(sys.executable).with_name("reflexa")), "worker"],
+                env={
+                    **os.environ,
+                    "REFLEXA_DATABASE_URL": database_url,
+                    "REFLEXA_DATA_DIR": str(tmp_path / "worker"),
+                    "REFLEXA_EMBEDDING__BACKEND": "hashing",
+                },
+                stdout=open(tmp_path / "worker.log", "wb"),  # noqa: SIM115 - handed to the child
+                stderr=subprocess.STDOUT,
+            )
+            result = client.retrieve(None, "a lighthouse on a cliff", wait_timeout_ms=60_000)
+            assert result.items[0].evidence[0].trajectory_id == ep.id
+            assert client.session_token() is None
+    finally:
+        if worker is not None:
+            worker.terminate()
+            worker.wait(timeout=30)
+        server.stop()
+
+
+@pytest.mark.anyio
+async def test_async_retrieve_reads_its_writes(live_server: Any, namespace: str) -> None:
+    async with AsyncClient(live_server.url, live_server.admin_key, namespace=namespace) as client:
+        written = await client.create_trajectory(task="async", steps=[STEP], outcome={"success": True})
+        result = await client.retrieve(None, STEP["state"]["observation"])
+        assert client.session_token() is None
+        outcome = await client.report_retrieval_outcome(None, result.retrieval_id, success=True)
+    assert result.items[0].evidence[0].trajectory_id == written.id
+    assert outcome.credited_items == len(result.items)
+
+
 def test_every_client_route_exists_in_the_servers_openapi(live_server: Any) -> None:
     """The client's routes are written by hand; the server's OpenAPI is the contract."""
     examples = {
@@ -247,20 +392,35 @@ def test_every_client_route_exists_in_the_servers_openapi(live_server: Any) -> N
         "append_steps": ("nsx", "idx", [STEP]),
         "report_outcome": ("nsx", "idx", {}),
         "delete_trajectory": ("nsx", "idx"),
+        "retrieve": ("nsx", {"state": {"observation": "o"}}),
+        "report_retrieval_outcome": ("nsx", "ridx", {}),
     }
     builders = {
         name
         for name, value in vars(operations).items()
-        if callable(value)
-        and str(getattr(value, "__annotations__", {}).get("return", "")).startswith("Operation[")
+        if callable(value) and str(getattr(value, "__annotations__", {}).get("return", "")).startswith("Operation[")
     }
     assert builders == set(examples)  # a new route must be added here to be checked
 
-    paths = httpx.get(f"{live_server.url}/openapi.json").json()["paths"]
+    openapi = httpx.get(f"{live_server.url}/openapi.json").json()
+    paths = openapi["paths"]
     for name, args in examples.items():
         op = getattr(operations, name)(*args)
-        template = op.path.replace("/nsx/", "/{ns}/").replace("/idx", "/{id}")
+        template = op.path.replace("/nsx/", "/{ns}/").replace("/idx", "/{id}").replace("/ridx", "/{retrieval_id}")
         assert op.method.lower() in paths.get(template, {}), f"{name}: {op.method} {template}"
+
+    # The retrieval bodies name the server's fields, and the outcome route reads wait_ms.
+    schemas = openapi["components"]["schemas"]
+    mirrored = {
+        "RetrieveRequest": models.RetrieveRequest,
+        "RetrieveFilters": models.RetrieveFilters,
+        "RenderOptions": models.RenderOptions,
+        "RetrievalOutcomeIn": models.RetrievalOutcomeReport,
+    }
+    for server_name, model in mirrored.items():
+        assert set(model.model_fields) == set(schemas[server_name]["properties"]), server_name
+    close = paths["/v1/namespaces/{ns}/trajectories/{id}/outcome"]["post"]
+    assert "wait_ms" in {parameter["name"] for parameter in close.get("parameters", [])}
 
     # And every filter the client sends is a parameter the server reads.
     listing = paths["/v1/namespaces/{ns}/trajectories"]["get"]

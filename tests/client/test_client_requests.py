@@ -171,9 +171,7 @@ def test_namespaces_and_keys(fake: FakeReflexa, make_client: MakeClient) -> None
     def admin(request: httpx.Request) -> httpx.Response:
         fake(request)
         if request.url.path == "/v1/keys":
-            return _json(
-                201, {"id": "k1", "key": "rfx_new", "role": "agent", "namespaces": ["ns1"], "created_at": NOW}
-            )
+            return _json(201, {"id": "k1", "key": "rfx_new", "role": "agent", "namespaces": ["ns1"], "created_at": NOW})
         namespace = {"name": "ns1", "settings": {"gamma": 0.9}, "created_at": NOW}
         if request.method == "POST":
             return _json(201, namespace)

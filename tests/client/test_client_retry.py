@@ -52,9 +52,7 @@ def test_a_retried_create_sends_the_same_generated_id(
     assert len(written.id) == 32
 
 
-def test_503_storm_gives_up_after_max_retries(
-    fake: FakeReflexa, make_client: MakeClient, sleeps: list[float]
-) -> None:
+def test_503_storm_gives_up_after_max_retries(fake: FakeReflexa, make_client: MakeClient, sleeps: list[float]) -> None:
     fake.fail(503, times=10)
     with pytest.raises(errors.Unavailable) as caught:
         make_client(max_retries=3).create_trajectory(task="t")
@@ -79,9 +77,7 @@ def test_connection_errors_are_retried_then_reported(
     assert len(fake.calls) == 6
 
 
-def test_client_errors_are_not_retried(
-    fake: FakeReflexa, make_client: MakeClient, sleeps: list[float]
-) -> None:
+def test_client_errors_are_not_retried(fake: FakeReflexa, make_client: MakeClient, sleeps: list[float]) -> None:
     with pytest.raises(errors.NotFound):
         make_client().get_trajectory(None, "nope")
     assert len(fake.calls) == 1
@@ -135,9 +131,7 @@ def test_unindexed_steps_are_retried_only_when_surely_unsent(
     assert appended.appended == 1
 
 
-def test_health_probes_report_the_first_answer(
-    fake: FakeReflexa, make_client: MakeClient, sleeps: list[float]
-) -> None:
+def test_health_probes_report_the_first_answer(fake: FakeReflexa, make_client: MakeClient, sleeps: list[float]) -> None:
     fake.fail(503)
     with pytest.raises(errors.Unavailable):
         make_client().readyz()

@@ -233,3 +233,18 @@ def test_bad_retrieve_requests(api: TestClient) -> None:
     r = api.post(f"{NS}/retrieve", json={"state": {"observation": "x" * 2_000_000}})
     assert r.status_code == 422 and r.json()["error"]["field"] == "state.observation"
     assert api.post("/v1/namespaces/none/retrieve", json={"state": {"observation": "x"}}).status_code == 404
+
+
+def test_close_with_wait_ms(api: TestClient) -> None:
+    api.post(f"{NS}/trajectories", json={"id": "w", "task": "t", "steps": [step(GARDEN, "dig")]})
+    r = api.post(f"{NS}/trajectories/w/outcome", params={"wait_ms": 50}, json={"success": True})
+    assert r.status_code == 504 and r.json()["error"]["rule"] == "wait_timeout"
+    assert api.get(f"{NS}/trajectories/w").json()["status"] == "closed"  # stored either way
+    worker = api.app.state.services.worker  # type: ignore[attr-defined]
+    worker.start()
+    try:
+        r = api.post(f"{NS}/trajectories/w/outcome", params={"wait_ms": 10_000}, json={"success": True})
+    finally:
+        worker.stop()
+    assert r.status_code == 200
+    assert retrieve(api, GARDEN)["items"][0]["content"]["action"] == "dig"

@@ -9,6 +9,7 @@ Only httpx and pydantic are needed.
 from __future__ import annotations
 
 from reflexa import errors, models
+from reflexa._consistency import merge_tokens
 from reflexa._version import __version__
 from reflexa.async_client import AsyncClient
 from reflexa.client import Client
@@ -16,6 +17,7 @@ from reflexa.episode import Episode, EpisodeStats
 from reflexa.errors import (
     Conflict,
     ConnectionFailed,
+    ConsistencyTimeout,
     EpisodeDeliveryError,
     Forbidden,
     InvalidInput,
@@ -33,6 +35,7 @@ __all__ = [
     "Client",
     "Conflict",
     "ConnectionFailed",
+    "ConsistencyTimeout",
     "Episode",
     "EpisodeDeliveryError",
     "EpisodeStats",
@@ -47,5 +50,6 @@ __all__ = [
     "Unavailable",
     "__version__",
     "errors",
+    "merge_tokens",
     "models",
 ]

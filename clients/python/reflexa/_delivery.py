@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 from reflexa import _operations as ops
 from reflexa._transport import SyncTransport
-from reflexa.errors import ReflexaError
+from reflexa.errors import ConsistencyTimeout, ReflexaError
 
 log = logging.getLogger("reflexa.episode")
 
@@ -52,9 +52,7 @@ class EpisodeStats:
     @property
     def delivered(self) -> bool:
         """Everything given to the episode reached the server."""
-        return (
-            self.dropped == 0 and self.failed == 0 and self.pending == 0 and self.outcome in ("none", "sent")
-        )
+        return self.dropped == 0 and self.failed == 0 and self.pending == 0 and self.outcome in ("none", "sent")
 
 
 @dataclass(frozen=True)
@@ -81,6 +79,8 @@ class EpisodeSender:
         batch_size: int,
         flush_interval: float,
         max_buffered_steps: int,
+        flush_timeout: float = 10.0,
+        wait_searchable_ms: int = 0,
         on_failure: Callable[[ReflexaError], None],
     ) -> None:
         self._transport = transport
@@ -90,6 +90,8 @@ class EpisodeSender:
         self._batch_size = batch_size
         self._flush_interval = flush_interval
         self._max_buffered = max_buffered_steps
+        self._flush_timeout = flush_timeout
+        self._wait_searchable_ms = wait_searchable_ms
         self._on_failure = on_failure
 
         self._lock = threading.Lock()
@@ -109,9 +111,7 @@ class EpisodeSender:
         self._closing = False
         self._deadline = float("inf")
         self._stopped = False
-        self._thread = threading.Thread(
-            target=self._run, name=f"reflexa-episode-{self._id[:12]}", daemon=True
-        )
+        self._thread = threading.Thread(target=self._run, name=f"reflexa-episode-{self._id[:12]}", daemon=True)
         self._thread.start()
 
     # --- called from the agent's thread -----------------------------------------------------
@@ -225,6 +225,9 @@ class EpisodeSender:
     def _next_work(self) -> _Work | None:
         """Wait until a batch is due: full, old enough, or the episode is ending.
         ``None`` when nothing will ever be due again."""
+        # Only the outcome route can wait until the episode is searchable, so an
+        # episode that should wait sends its outcome on its own.
+        fold = self._wait_searchable_ms == 0
         with self._lock:
             while True:
                 if self._abandon.is_set() or self._stopped:
@@ -238,13 +241,15 @@ class EpisodeSender:
                     steps = [self._queue.popleft()[1] for _ in range(min(self._batch_size, len(self._queue)))]
                     self._in_flight = len(steps)
                     outcome = None
-                    if not self._created and not self._queue and self._outcome_state == "pending":
+                    if not self._created and not self._queue and self._outcome_state == "pending" and fold:
                         outcome = self._outcome  # a short episode: one request does it all
                     return _Work(create=not self._created, steps=steps, outcome=outcome)
                 if not self._queue and self._finished:
                     pending = self._outcome if self._outcome_state == "pending" else None
-                    if not self._created or pending is not None:
-                        return _Work(create=not self._created, steps=[], outcome=pending)
+                    if not self._created:
+                        return _Work(create=True, steps=[], outcome=pending if fold else None)
+                    if pending is not None:
+                        return _Work(create=False, steps=[], outcome=pending)
                     return None
                 self._wake.wait(self._queue[0][0] + self._flush_interval - now if self._queue else None)
 
@@ -256,7 +261,31 @@ class EpisodeSender:
             return ops.create_trajectory(self._namespace, body)
         if work.steps:
             return ops.append_steps(self._namespace, self._id, work.steps)
-        return ops.report_outcome(self._namespace, self._id, work.outcome or {})
+        return ops.report_outcome(self._namespace, self._id, work.outcome or {}, self._wait_ms())
+
+    def _wait_ms(self) -> int:
+        """How long the outcome request may wait until the episode is searchable:
+        ``wait_searchable_ms``, but short enough for its answer to arrive within
+        the flush deadline (``close`` counts a late answer as not delivered)."""
+        if self._wait_searchable_ms == 0:
+            return 0
+        with self._lock:
+            deadline = self._deadline
+        budget = deadline - time.monotonic() if deadline != float("inf") else self._flush_timeout
+        budget -= min(0.5, budget / 5)  # time for the answer to travel back
+        return max(0, min(self._wait_searchable_ms, int(budget * 1000)))
+
+    def _not_yet_searchable(self, work: _Work, error: ConsistencyTimeout) -> None:
+        """The outcome is stored but the episode was not searchable within the wait.
+        A 504 carries no consistency token, so an identical repeat (a replay, no
+        wait) fetches it for the client's session: its next retrieve waits instead."""
+        with self._lock:
+            self._last_error = error
+        log.warning("episode %s: stored, but not yet searchable: %s", self._id, error)
+        try:
+            self._transport.send(ops.report_outcome(self._namespace, self._id, work.outcome or {}))
+        except Exception as exc:
+            log.debug("episode %s: could not fetch the outcome's consistency token: %s", self._id, exc)
 
     def _deliver(self, work: _Work) -> None:
         """Send ``work`` until it lands, fails for good, or the flush deadline passes.
@@ -268,6 +297,13 @@ class EpisodeSender:
         while True:
             try:
                 self._transport.send(self._operation(work))
+            except ConsistencyTimeout as exc:
+                if work.create or work.outcome is None:  # only the outcome request waits
+                    error = exc
+                else:
+                    self._delivered(work)
+                    self._not_yet_searchable(work, exc)
+                    return
             except ReflexaError as exc:
                 error = exc
             except Exception as exc:  # e.g. the client was closed under us: nothing to retry

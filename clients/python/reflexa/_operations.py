@@ -18,7 +18,7 @@ import httpx
 from pydantic import BaseModel, ValidationError
 
 from reflexa._retry import RetryMode
-from reflexa.errors import InvalidResponse
+from reflexa.errors import InvalidInput, InvalidResponse
 from reflexa.models import (
     BatchResult,
     KeyCreate,
@@ -28,6 +28,12 @@ from reflexa.models import (
     NamespaceSettings,
     Outcome,
     Page,
+    RenderOptions,
+    RetrievalOutcome,
+    RetrievalOutcomeReport,
+    RetrieveFilters,
+    RetrieveRequest,
+    RetrieveResult,
     Step,
     StepsAppend,
     StepsAppended,
@@ -46,6 +52,9 @@ M = TypeVar("M", bound=BaseModel)
 StepInput = Step | Mapping[str, Any]
 TrajectoryInput = TrajectoryCreate | Mapping[str, Any]
 OutcomeInput = Outcome | Mapping[str, Any]
+FiltersInput = RetrieveFilters | Mapping[str, Any]
+#: A format name (``"markdown"``, ``"text"``, ``"json"``), or the full options.
+RenderInput = str | RenderOptions | Mapping[str, Any]
 
 
 @dataclass(frozen=True)
@@ -58,6 +67,11 @@ class Operation(Generic[T]):
     body: dict[str, Any] | None = None
     params: dict[str, str] | None = None
     retry: RetryMode = "idempotent"
+    #: A write: its answer's ``consistency_token`` joins the client's read-your-writes
+    #: session of this namespace (see :mod:`reflexa._consistency`).
+    session_namespace: str | None = None
+    #: Seconds the server may deliberately wait before answering; added to the read timeout.
+    server_wait: float = 0.0
 
     def parse(self, response: httpx.Response) -> T:
         """The answer as a ``T``; a 2xx we cannot read means we are not talking to Reflexa."""
@@ -122,9 +136,7 @@ def create_key(role: str, namespaces: Sequence[str], description: str | None) ->
     return Operation("POST", "/v1/keys", _reader(KeyCreated), body=dump(body), retry="unsent")
 
 
-def create_namespace(
-    name: str, settings: NamespaceSettings | Mapping[str, Any] | None
-) -> Operation[Namespace]:
+def create_namespace(name: str, settings: NamespaceSettings | Mapping[str, Any] | None) -> Operation[Namespace]:
     body = coerce(NamespaceCreate, {"name": name, "settings": settings})
     return Operation("POST", "/v1/namespaces", _reader(Namespace), body=dump(body))
 
@@ -139,13 +151,16 @@ def list_namespaces(cursor: str | None) -> Operation[Page[Namespace]]:
 
 def create_trajectory(namespace: str, trajectory: TrajectoryInput) -> Operation[TrajectoryWritten]:
     body = with_id(trajectory)
-    return Operation("POST", _trajectories(namespace), _reader(TrajectoryWritten), body=dump(body))
+    return Operation(
+        "POST", _trajectories(namespace), _reader(TrajectoryWritten), body=dump(body), session_namespace=namespace
+    )
 
 
 def create_trajectories(namespace: str, trajectories: Sequence[TrajectoryInput]) -> Operation[BatchResult]:
     items = [with_id(item, field=f"trajectories[{i}]") for i, item in enumerate(trajectories)]
     body = coerce(TrajectoryBatchCreate, {"trajectories": items})
-    return Operation("POST", f"{_trajectories(namespace)}/batch", _reader(BatchResult), body=dump(body))
+    path = f"{_trajectories(namespace)}/batch"
+    return Operation("POST", path, _reader(BatchResult), body=dump(body), session_namespace=namespace)
 
 
 def get_trajectory(namespace: str, trajectory_id: str) -> Operation[Trajectory]:
@@ -153,9 +168,7 @@ def get_trajectory(namespace: str, trajectory_id: str) -> Operation[Trajectory]:
     return Operation("GET", path, _reader(Trajectory))
 
 
-def list_trajectories(
-    namespace: str, filters: Mapping[str, str | int | bool | None]
-) -> Operation[Page[Trajectory]]:
+def list_trajectories(namespace: str, filters: Mapping[str, str | int | bool | None]) -> Operation[Page[Trajectory]]:
     """Filters left at ``None`` are not sent; booleans go as ``true`` / ``false``."""
     params = {
         name: (str(value).lower() if isinstance(value, bool) else str(value))
@@ -171,16 +184,99 @@ def append_steps(namespace: str, trajectory_id: str, steps: Sequence[StepInput])
     # Indexed steps replay harmlessly; unindexed ones would be stored twice.
     retry: RetryMode = "idempotent" if all(step.index is not None for step in models) else "unsent"
     path = f"{_trajectories(namespace)}/{_segment(trajectory_id)}/steps"
-    return Operation("POST", path, _reader(StepsAppended), body=dump(body), retry=retry)
+    return Operation("POST", path, _reader(StepsAppended), body=dump(body), retry=retry, session_namespace=namespace)
 
 
-def report_outcome(namespace: str, trajectory_id: str, outcome: OutcomeInput) -> Operation[TrajectoryWritten]:
+def report_outcome(
+    namespace: str, trajectory_id: str, outcome: OutcomeInput, wait_ms: int = 0
+) -> Operation[TrajectoryWritten]:
+    """With ``wait_ms``, the server answers only once the episode is searchable
+    (:class:`~reflexa.errors.ConsistencyTimeout` after ``wait_ms``; the outcome is stored either way)."""
     body = coerce(Outcome, outcome)
+    if isinstance(wait_ms, bool) or not isinstance(wait_ms, int) or wait_ms < 0:
+        raise InvalidInput(f"wait_ms must be an integer >= 0, not {wait_ms!r}", field="wait_ms")
     path = f"{_trajectories(namespace)}/{_segment(trajectory_id)}/outcome"
-    return Operation("POST", path, _reader(TrajectoryWritten), body=dump(body))
+    return Operation(
+        "POST",
+        path,
+        _reader(TrajectoryWritten),
+        body=dump(body),
+        params={"wait_ms": str(wait_ms)} if wait_ms else None,
+        session_namespace=namespace,
+        server_wait=wait_ms / 1000,
+    )
 
 
 def delete_trajectory(namespace: str, trajectory_id: str) -> Operation[TrajectoryDeleted]:
     path = f"{_trajectories(namespace)}/{_segment(trajectory_id)}"
     # A repeated delete answers 404, which would hide that the first one worked.
     return Operation("DELETE", path, _reader(TrajectoryDeleted), retry="unsent")
+
+
+# --- retrieval ------------------------------------------------------------------------------
+
+
+def retrieve_request(
+    observation: str,
+    *,
+    data: Mapping[str, Any] | None,
+    internal_state: str | None,
+    task: str | None,
+    environment: str | None,
+    kinds: Sequence[str] | None,
+    k: int,
+    min_score: float | None,
+    mmr_lambda: float | None,
+    filters: FiltersInput | None,
+    render: RenderInput | None,
+    trajectory_id: str | None,
+    consistency_token: str | None,
+    wait_timeout_ms: int,
+) -> RetrieveRequest:
+    """The retrieve body from the client's arguments, validated; a format name is
+    accepted for ``render``. ``wait_timeout_ms`` is only sent along with a token."""
+    if isinstance(render, str):
+        render = {"format": render}
+    return coerce(
+        RetrieveRequest,
+        {
+            "state": {"observation": observation, "data": data},
+            "internal_state": internal_state,
+            "task": task,
+            "environment": environment,
+            "kinds": list(kinds) if kinds is not None else None,
+            "k": k,
+            "min_score": min_score,
+            "mmr_lambda": mmr_lambda,
+            "filters": filters,
+            "render": render,
+            "trajectory_id": trajectory_id,
+            "consistency_token": consistency_token,
+            "wait_timeout_ms": wait_timeout_ms if consistency_token is not None else None,
+        },
+    )
+
+
+def retrieve(namespace: str, request: RetrieveRequest | Mapping[str, Any]) -> Operation[RetrieveResult]:
+    body = coerce(RetrieveRequest, request)
+    # Each retrieve is logged; one tied to an episode is credited when the episode
+    # closes, so a repeat of one that may have been served would be credited twice.
+    retry: RetryMode = "unsent" if body.trajectory_id is not None else "idempotent"
+    wait = (body.wait_timeout_ms if body.wait_timeout_ms is not None else 5000) if body.consistency_token else 0
+    return Operation(
+        "POST",
+        f"/v1/namespaces/{_segment(namespace)}/retrieve",
+        _reader(RetrieveResult),
+        body=dump(body),
+        retry=retry,
+        server_wait=wait / 1000,
+    )
+
+
+def report_retrieval_outcome(
+    namespace: str, retrieval_id: str, outcome: RetrievalOutcomeReport | Mapping[str, Any]
+) -> Operation[RetrievalOutcome]:
+    body = coerce(RetrievalOutcomeReport, outcome)
+    path = f"/v1/namespaces/{_segment(namespace)}/retrievals/{_segment(retrieval_id)}/outcome"
+    # An identical repeat is a replay (credited_items 0), so retries are safe.
+    return Operation("POST", path, _reader(RetrievalOutcome), body=dump(body))

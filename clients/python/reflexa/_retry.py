@@ -72,9 +72,7 @@ class RetryPolicy:
         """The wait before retrying a request answered with error ``status``, or ``None``."""
         if mode == "never":
             return None
-        if status in _NOT_PROCESSED_STATUSES or (
-            mode == "idempotent" and status in _MAYBE_PROCESSED_STATUSES
-        ):
+        if status in _NOT_PROCESSED_STATUSES or (mode == "idempotent" and status in _MAYBE_PROCESSED_STATUSES):
             return self.wait(attempt, retry_after)
         return None
 
@@ -82,8 +80,6 @@ class RetryPolicy:
         """The wait before retrying a request that got no response, or ``None``."""
         if mode == "never":
             return None
-        if isinstance(exc, _NOT_SENT_ERRORS) or (
-            mode == "idempotent" and isinstance(exc, _MAYBE_SENT_ERRORS)
-        ):
+        if isinstance(exc, _NOT_SENT_ERRORS) or (mode == "idempotent" and isinstance(exc, _MAYBE_SENT_ERRORS)):
             return self.wait(attempt)
         return None

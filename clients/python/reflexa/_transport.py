@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 
 import httpx
 
+from reflexa._consistency import ConsistencySession
 from reflexa._operations import Operation
 from reflexa._version import __version__
 from reflexa.config import ClientConfig
@@ -35,6 +36,14 @@ def _headers(config: ClientConfig) -> dict[str, str]:
     return headers
 
 
+def _parsed(op: Operation[T], response: httpx.Response, session: ConsistencySession) -> T:
+    """The answer, with a write's consistency token remembered for later retrieves."""
+    result = op.parse(response)
+    if op.session_namespace is not None:
+        session.record(op.session_namespace, getattr(result, "consistency_token", None))
+    return result
+
+
 class _Attempts:
     """The part of the retry loop that does not wait: decide, log, or raise."""
 
@@ -46,6 +55,8 @@ class _Attempts:
     def after_response(self, response: httpx.Response) -> float:
         """The wait before the next attempt, or the mapped error if there is none."""
         error = error_from_response(response)
+        if not error.retry_on_status:
+            raise error
         retry_after = parse_retry_after(response.headers.get("Retry-After"))
         wait = self._policy.wait_after_status(response.status_code, self.count, self._op.retry, retry_after)
         return self._next(wait, error)
@@ -80,6 +91,8 @@ class SyncTransport:
         self._owns_http = http_client is None
         self._http = http_client if http_client is not None else httpx.Client(timeout=config.timeout)
         self._headers = _headers(config)
+        #: Tokens of this client's writes, for read-your-writes retrieves.
+        self.session = ConsistencySession()
 
     def send(self, op: Operation[T]) -> T:
         attempts = _Attempts(self.config, op)
@@ -91,13 +104,13 @@ class SyncTransport:
                     params=op.params,
                     json=op.body,
                     headers=self._headers,
-                    timeout=self.config.timeout,
+                    timeout=self.config.timeout + op.server_wait,
                 )
             except httpx.TransportError as exc:
                 wait = attempts.after_exception(exc)
             else:
                 if response.is_success:
-                    return op.parse(response)
+                    return _parsed(op, response, self.session)
                 wait = attempts.after_response(response)
             _sleep(wait)
 
@@ -115,6 +128,8 @@ class AsyncTransport:
         self._owns_http = http_client is None
         self._http = http_client if http_client is not None else httpx.AsyncClient(timeout=config.timeout)
         self._headers = _headers(config)
+        #: Tokens of this client's writes, for read-your-writes retrieves.
+        self.session = ConsistencySession()
 
     async def send(self, op: Operation[T]) -> T:
         attempts = _Attempts(self.config, op)
@@ -126,13 +141,13 @@ class AsyncTransport:
                     params=op.params,
                     json=op.body,
                     headers=self._headers,
-                    timeout=self.config.timeout,
+                    timeout=self.config.timeout + op.server_wait,
                 )
             except httpx.TransportError as exc:
                 wait = attempts.after_exception(exc)
             else:
                 if response.is_success:
-                    return op.parse(response)
+                    return _parsed(op, response, self.session)
                 wait = attempts.after_response(response)
             await _async_sleep(wait)
 

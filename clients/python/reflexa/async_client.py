@@ -8,23 +8,28 @@ asyncio code, use :meth:`reflexa.Client.episode`: its ``step`` never blocks, and
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator, Mapping, Sequence
 from types import TracebackType
-from typing import Any
+from typing import Any, Literal
 
 import httpx
 
 from reflexa import _operations as ops
-from reflexa._operations import OutcomeInput, StepInput, TrajectoryInput
+from reflexa._operations import FiltersInput, OutcomeInput, RenderInput, StepInput, TrajectoryInput
 from reflexa._retry import RetryPolicy
 from reflexa._transport import AsyncTransport
 from reflexa.config import DEFAULT_TIMEOUT, ClientConfig
+from reflexa.errors import ConsistencyTimeout, ReflexaError
 from reflexa.models import (
     BatchResult,
     KeyCreated,
+    Kind,
     Namespace,
     NamespaceSettings,
     Page,
+    RetrievalOutcome,
+    RetrieveResult,
     Role,
     StepsAppended,
     Trajectory,
@@ -78,9 +83,7 @@ class AsyncClient:
     async def readyz(self) -> dict[str, Any]:
         return await self._transport.send(ops.readyz())
 
-    async def create_key(
-        self, role: Role, namespaces: Sequence[str], description: str | None = None
-    ) -> KeyCreated:
+    async def create_key(self, role: Role, namespaces: Sequence[str], description: str | None = None) -> KeyCreated:
         return await self._transport.send(ops.create_key(role, namespaces, description))
 
     async def create_namespace(
@@ -127,9 +130,7 @@ class AsyncClient:
         }
         return await self._transport.send(ops.create_trajectory(self._ns(namespace), trajectory))
 
-    async def create_trajectories(
-        self, namespace: str | None, trajectories: Sequence[TrajectoryInput]
-    ) -> BatchResult:
+    async def create_trajectories(self, namespace: str | None, trajectories: Sequence[TrajectoryInput]) -> BatchResult:
         return await self._transport.send(ops.create_trajectories(self._ns(namespace), trajectories))
 
     async def get_trajectory(self, namespace: str | None, trajectory_id: str) -> Trajectory:
@@ -213,9 +214,83 @@ class AsyncClient:
         reward: float | None = None,
         failure_reason: str | None = None,
         details: Mapping[str, Any] | None = None,
+        wait_ms: int = 0,
     ) -> TrajectoryWritten:
+        ns = self._ns(namespace)
         outcome = {"success": success, "reward": reward, "failure_reason": failure_reason, "details": details}
-        return await self._transport.send(ops.report_outcome(self._ns(namespace), trajectory_id, outcome))
+        try:
+            return await self._transport.send(ops.report_outcome(ns, trajectory_id, outcome, wait_ms))
+        except ConsistencyTimeout:
+            # Stored, but a 504 carries no token: a replay fetches it for the session.
+            with contextlib.suppress(ReflexaError):
+                await self._transport.send(ops.report_outcome(ns, trajectory_id, outcome))
+            raise
 
     async def delete_trajectory(self, namespace: str | None, trajectory_id: str) -> TrajectoryDeleted:
         return await self._transport.send(ops.delete_trajectory(self._ns(namespace), trajectory_id))
+
+    async def retrieve(
+        self,
+        namespace: str | None,
+        observation: str,
+        *,
+        data: Mapping[str, Any] | None = None,
+        internal_state: str | None = None,
+        task: str | None = None,
+        environment: str | None = None,
+        kinds: Sequence[Kind] | None = None,
+        k: int = 10,
+        min_score: float | None = None,
+        mmr_lambda: float | None = None,
+        filters: FiltersInput | None = None,
+        render: RenderInput | None = None,
+        trajectory_id: str | None = None,
+        consistency: Literal["session", "none"] | str = "session",
+        wait_timeout_ms: int = 5000,
+    ) -> RetrieveResult:
+        """See :meth:`reflexa.Client.retrieve`; the session is this client's own writes."""
+        ns = self._ns(namespace)
+        session = self._transport.session
+        token, mark = session.choose(ns, consistency)
+        request = ops.retrieve_request(
+            observation,
+            data=data,
+            internal_state=internal_state,
+            task=task,
+            environment=environment,
+            kinds=kinds,
+            k=k,
+            min_score=min_score,
+            mmr_lambda=mmr_lambda,
+            filters=filters,
+            render=render,
+            trajectory_id=trajectory_id,
+            consistency_token=token,
+            wait_timeout_ms=wait_timeout_ms,
+        )
+        try:
+            result = await self._transport.send(ops.retrieve(ns, request))
+        except ConsistencyTimeout as exc:
+            if mark is not None and exc.rule == "indexing_failed":
+                session.settle(ns, mark)
+            raise
+        if mark is not None:
+            session.settle(ns, mark)
+        return result
+
+    async def report_retrieval_outcome(
+        self,
+        namespace: str | None,
+        retrieval_id: str,
+        *,
+        success: bool | None = None,
+        reward: float | None = None,
+        trajectory_id: str | None = None,
+        details: Mapping[str, Any] | None = None,
+    ) -> RetrievalOutcome:
+        outcome = {"success": success, "reward": reward, "trajectory_id": trajectory_id, "details": details}
+        return await self._transport.send(ops.report_retrieval_outcome(self._ns(namespace), retrieval_id, outcome))
+
+    def session_token(self, namespace: str | None = None) -> str | None:
+        """See :meth:`reflexa.Client.session_token`."""
+        return self._transport.session.pending(self._ns(namespace))[0]

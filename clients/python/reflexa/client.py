@@ -10,24 +10,29 @@ exponential backoff and jitter; see :mod:`reflexa._retry` for why that is safe.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator, Mapping, Sequence
 from types import TracebackType
-from typing import Any
+from typing import Any, Literal
 
 import httpx
 
 from reflexa import _operations as ops
-from reflexa._operations import OutcomeInput, StepInput, TrajectoryInput
+from reflexa._operations import FiltersInput, OutcomeInput, RenderInput, StepInput, TrajectoryInput
 from reflexa._retry import RetryPolicy
 from reflexa._transport import SyncTransport
 from reflexa.config import DEFAULT_TIMEOUT, ClientConfig
 from reflexa.episode import Episode, EpisodeErrorCallback
+from reflexa.errors import ConsistencyTimeout, ReflexaError
 from reflexa.models import (
     BatchResult,
     KeyCreated,
+    Kind,
     Namespace,
     NamespaceSettings,
     Page,
+    RetrievalOutcome,
+    RetrieveResult,
     Role,
     StepsAppended,
     Trajectory,
@@ -107,9 +112,7 @@ class Client:
         """
         return self._transport.send(ops.create_key(role, namespaces, description))
 
-    def create_namespace(
-        self, name: str, settings: NamespaceSettings | Mapping[str, Any] | None = None
-    ) -> Namespace:
+    def create_namespace(self, name: str, settings: NamespaceSettings | Mapping[str, Any] | None = None) -> Namespace:
         """Create a namespace; creating an identical one again returns it, a different one is a Conflict."""
         return self._transport.send(ops.create_namespace(name, settings))
 
@@ -162,9 +165,7 @@ class Client:
         }
         return self._transport.send(ops.create_trajectory(self._ns(namespace), trajectory))
 
-    def create_trajectories(
-        self, namespace: str | None, trajectories: Sequence[TrajectoryInput]
-    ) -> BatchResult:
+    def create_trajectories(self, namespace: str | None, trajectories: Sequence[TrajectoryInput]) -> BatchResult:
         """Store many trajectories (e.g. a rollout group) atomically.
 
         Items without an id get one. If any item is refused, nothing is stored and the
@@ -242,9 +243,7 @@ class Client:
                 return
             cursor = page.next_cursor
 
-    def append_steps(
-        self, namespace: str | None, trajectory_id: str, steps: Sequence[StepInput]
-    ) -> StepsAppended:
+    def append_steps(self, namespace: str | None, trajectory_id: str, steps: Sequence[StepInput]) -> StepsAppended:
         """Append steps to an open trajectory.
 
         Give each step an ``index`` (the next free one) to make retries idempotent: a
@@ -262,18 +261,125 @@ class Client:
         reward: float | None = None,
         failure_reason: str | None = None,
         details: Mapping[str, Any] | None = None,
+        wait_ms: int = 0,
     ) -> TrajectoryWritten:
         """Report how the episode ended; this closes the trajectory and triggers reflection.
 
         Repeating the same outcome is a replay; a different one for a closed
-        trajectory is a :class:`~reflexa.errors.Conflict`.
+        trajectory is a :class:`~reflexa.errors.Conflict`. With ``wait_ms`` the
+        answer comes only once the episode is searchable, or raises
+        :class:`~reflexa.errors.ConsistencyTimeout` after ``wait_ms`` (the outcome
+        is stored either way, and this client's later retrieves still wait for it).
         """
+        ns = self._ns(namespace)
         outcome = {"success": success, "reward": reward, "failure_reason": failure_reason, "details": details}
-        return self._transport.send(ops.report_outcome(self._ns(namespace), trajectory_id, outcome))
+        try:
+            return self._transport.send(ops.report_outcome(ns, trajectory_id, outcome, wait_ms))
+        except ConsistencyTimeout:
+            # The outcome is stored, but a 504 carries no token: an identical repeat
+            # (a replay) answers with it, so the session waits for this write.
+            with contextlib.suppress(ReflexaError):
+                self._transport.send(ops.report_outcome(ns, trajectory_id, outcome))
+            raise
 
     def delete_trajectory(self, namespace: str | None, trajectory_id: str) -> TrajectoryDeleted:
         """Delete a trajectory and everything derived only from it."""
         return self._transport.send(ops.delete_trajectory(self._ns(namespace), trajectory_id))
+
+    # --- retrieval ----------------------------------------------------------------------------
+
+    def retrieve(
+        self,
+        namespace: str | None,
+        observation: str,
+        *,
+        data: Mapping[str, Any] | None = None,
+        internal_state: str | None = None,
+        task: str | None = None,
+        environment: str | None = None,
+        kinds: Sequence[Kind] | None = None,
+        k: int = 10,
+        min_score: float | None = None,
+        mmr_lambda: float | None = None,
+        filters: FiltersInput | None = None,
+        render: RenderInput | None = None,
+        trajectory_id: str | None = None,
+        consistency: Literal["session", "none"] | str = "session",
+        wait_timeout_ms: int = 5000,
+    ) -> RetrieveResult:
+        """What past experience says about a state like this one: ranked items, each
+        with its evidence and utility, and with ``render`` (``"markdown"``, ``"text"``,
+        ``"json"``, or :class:`~reflexa.models.RenderOptions`) a ready-to-inject ``context``.
+
+        ``observation`` / ``data`` are the state, ``internal_state`` the agent's plan
+        (matched separately), ``task`` helps the match; ``environment``, ``kinds``,
+        ``min_score`` and ``filters`` (:class:`~reflexa.models.RetrieveFilters`: agent,
+        policy_version, status, exclude_tasks, exclude_trajectory_ids, as_of) narrow
+        it; ``mmr_lambda`` diversifies it. Give ``trajectory_id`` for the episode the
+        answer serves: its outcome then credits the served items when it closes.
+        Otherwise report how it went with :meth:`report_retrieval_outcome`.
+
+        ``consistency``: ``"session"`` (the default) waits, up to ``wait_timeout_ms``,
+        until this client's own writes to the namespace since its last such retrieve
+        are searchable — read-your-writes with no code of yours; ``"none"`` does not
+        wait; a token string from a write waits for that write. A wait that runs out
+        raises :class:`~reflexa.errors.ConsistencyTimeout` (not retried: the server
+        already waited); the session then still waits for those writes next time,
+        unless their indexing failed (``rule="indexing_failed"``), which no wait can fix.
+        """
+        ns = self._ns(namespace)
+        session = self._transport.session
+        token, mark = session.choose(ns, consistency)
+        request = ops.retrieve_request(
+            observation,
+            data=data,
+            internal_state=internal_state,
+            task=task,
+            environment=environment,
+            kinds=kinds,
+            k=k,
+            min_score=min_score,
+            mmr_lambda=mmr_lambda,
+            filters=filters,
+            render=render,
+            trajectory_id=trajectory_id,
+            consistency_token=token,
+            wait_timeout_ms=wait_timeout_ms,
+        )
+        try:
+            result = self._transport.send(ops.retrieve(ns, request))
+        except ConsistencyTimeout as exc:
+            if mark is not None and exc.rule == "indexing_failed":
+                session.settle(ns, mark)
+            raise
+        if mark is not None:
+            session.settle(ns, mark)
+        return result
+
+    def report_retrieval_outcome(
+        self,
+        namespace: str | None,
+        retrieval_id: str,
+        *,
+        success: bool | None = None,
+        reward: float | None = None,
+        trajectory_id: str | None = None,
+        details: Mapping[str, Any] | None = None,
+    ) -> RetrievalOutcome:
+        """Credit what a retrieval served with how the task went (once).
+
+        An identical repeat is a replay (``credited_items`` 0); a different outcome
+        for the same retrieval is a :class:`~reflexa.errors.Conflict`. Retrievals made
+        with a ``trajectory_id`` are credited by that episode's outcome instead.
+        """
+        outcome = {"success": success, "reward": reward, "trajectory_id": trajectory_id, "details": details}
+        return self._transport.send(ops.report_retrieval_outcome(self._ns(namespace), retrieval_id, outcome))
+
+    def session_token(self, namespace: str | None = None) -> str | None:
+        """The token a ``consistency="session"`` retrieve would wait for now (``None``:
+        nothing pending). Hand it to another process's retrieve to give it this
+        client's writes."""
+        return self._transport.session.pending(self._ns(namespace))[0]
 
     # --- logging an episode as it runs ------------------------------------------------------
 
@@ -293,16 +399,20 @@ class Client:
         flush_interval: float = 0.2,
         max_buffered_steps: int = 10_000,
         flush_timeout: float = 10.0,
+        wait_searchable_ms: int = 0,
         strict: bool = False,
         on_error: EpisodeErrorCallback | None = None,
     ) -> Episode:
         """Start logging an episode in the background; see :class:`~reflexa.episode.Episode`.
 
         ``ep.step(...)`` never blocks and never raises for network problems. Use it as
-        a context manager so that everything is flushed at the end.
+        a context manager so that everything is flushed at the end. With
+        ``wait_searchable_ms``, leaving the block also waits (at most that long, and
+        within ``flush_timeout``) until the finished episode is searchable by anyone;
+        this client's own retrieves wait for it anyway.
         """
         return Episode(
-            self._transport,
+            self,
             self._ns(namespace),
             task=task,
             id=id,
@@ -316,6 +426,7 @@ class Client:
             flush_interval=flush_interval,
             max_buffered_steps=max_buffered_steps,
             flush_timeout=flush_timeout,
+            wait_searchable_ms=wait_searchable_ms,
             strict=strict,
             on_error=on_error,
         )

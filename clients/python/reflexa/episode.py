@@ -17,6 +17,12 @@ in :attr:`Episode.stats`, in a warning logged on close, in the optional
 ``on_error`` callback and, with ``strict=True``, as an
 :class:`~reflexa.errors.EpisodeDeliveryError` raised by :meth:`Episode.close`.
 
+:meth:`Episode.retrieve` asks the server for past experience while the episode
+runs. It is the one call that waits (the agent needs the answer); it is tied to
+the episode, whose outcome credits what was served. Leaving the ``with`` block
+after :meth:`Episode.finish` with ``wait_searchable_ms`` also waits until the
+episode is searchable; either way the client's next retrieve sees it.
+
 If the ``with`` block exits with an exception before :meth:`Episode.finish` was
 called, the steps are flushed but no outcome is sent: the trajectory stays open,
 since an interrupted run has no outcome to learn from.
@@ -30,15 +36,19 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from reflexa import _operations as ops
 from reflexa._delivery import EpisodeSender, EpisodeStats
-from reflexa._transport import SyncTransport
+from reflexa._operations import FiltersInput, RenderInput
 from reflexa.errors import EpisodeDeliveryError, ReflexaError
-from reflexa.models import Outcome, Step, TrajectoryCreate, coerce, dump
+from reflexa.models import Kind, Outcome, RetrieveResult, Step, TrajectoryCreate, coerce, dump
+
+if TYPE_CHECKING:
+    from reflexa.client import Client
 
 __all__ = ["Episode", "EpisodeErrorCallback", "EpisodeStats"]
 
@@ -57,7 +67,7 @@ class Episode:
 
     def __init__(
         self,
-        transport: SyncTransport,
+        client: Client,
         namespace: str,
         *,
         task: str,
@@ -72,15 +82,21 @@ class Episode:
         flush_interval: float = 0.2,
         max_buffered_steps: int = 10_000,
         flush_timeout: float = 10.0,
+        wait_searchable_ms: int = 0,
         strict: bool = False,
         on_error: EpisodeErrorCallback | None = None,
     ) -> None:
         if batch_size < 1 or max_buffered_steps < 1:
             raise ValueError("batch_size and max_buffered_steps must be at least 1")
-        if flush_interval < 0 or flush_timeout < 0:
-            raise ValueError("flush_interval and flush_timeout must not be negative")
+        if flush_interval < 0 or flush_timeout < 0 or wait_searchable_ms < 0:
+            raise ValueError("flush_interval, flush_timeout and wait_searchable_ms must not be negative")
         self.id = id or ops.new_trajectory_id()
         self.namespace = namespace
+        self._client = client
+        self._task = task
+        self._environment = environment
+        self._retrieval_ids: list[str] = []
+        self._retrievals_lock = threading.Lock()
         header = coerce(
             TrajectoryCreate,
             {
@@ -98,12 +114,14 @@ class Episode:
         self._strict = strict
         self._on_error = on_error
         self._sender = EpisodeSender(
-            transport,
+            client._transport,
             namespace,
             dump(header),
             batch_size=batch_size,
             flush_interval=flush_interval,
             max_buffered_steps=max_buffered_steps,
+            flush_timeout=flush_timeout,
+            wait_searchable_ms=wait_searchable_ms,
             on_failure=self._report,
         )
 
@@ -171,6 +189,62 @@ class Episode:
             )
         )
         self._sender.set_outcome(outcome)
+
+    def retrieve(
+        self,
+        observation: str,
+        *,
+        internal_state: str | None = None,
+        data: Mapping[str, Any] | None = None,
+        task: str | None = None,
+        environment: str | None = None,
+        kinds: Sequence[Kind] | None = None,
+        k: int = 10,
+        min_score: float | None = None,
+        mmr_lambda: float | None = None,
+        filters: FiltersInput | None = None,
+        render: RenderInput | None = None,
+        consistency: Literal["session", "none"] | str = "session",
+        wait_timeout_ms: int = 5000,
+    ) -> RetrieveResult:
+        """:meth:`reflexa.Client.retrieve` for this episode's current state; waits for the answer.
+
+        The retrieval is tied to this episode (``trajectory_id``), so its outcome
+        credits the served items when it closes; ``task`` and ``environment``
+        default to the episode's. Its id is added to :attr:`retrieval_ids`. It does
+        not wait for this episode's own unsent steps, which are not searchable
+        before the episode closes anyway. Network problems raise, as for any retrieve.
+        """
+        result = self._client.retrieve(
+            self.namespace,
+            observation,
+            data=data,
+            internal_state=internal_state,
+            task=task if task is not None else self._task,
+            environment=environment if environment is not None else self._environment,
+            kinds=kinds,
+            k=k,
+            min_score=min_score,
+            mmr_lambda=mmr_lambda,
+            filters=filters,
+            render=render,
+            trajectory_id=self.id,
+            consistency=consistency,
+            wait_timeout_ms=wait_timeout_ms,
+        )
+        with self._retrievals_lock:
+            self._retrieval_ids.append(result.retrieval_id)
+        return result
+
+    async def aretrieve(self, observation: str, **kwargs: Any) -> RetrieveResult:
+        """:meth:`retrieve` in a worker thread, so the event loop keeps running while it waits."""
+        return await asyncio.to_thread(self.retrieve, observation, **kwargs)
+
+    @property
+    def retrieval_ids(self) -> list[str]:
+        """Ids of the retrievals made through :meth:`retrieve`, oldest first."""
+        with self._retrievals_lock:
+            return list(self._retrieval_ids)
 
     @property
     def stats(self) -> EpisodeStats:

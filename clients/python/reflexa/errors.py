@@ -27,6 +27,9 @@ class ReflexaError(Exception):
     default_type: ClassVar[str] = "error"
     #: Whether trying the same request again later may succeed.
     transient: ClassVar[bool] = False
+    #: Whether the transport may retry at once on this error's status (429, 5xx).
+    #: False when the server answered only after a bounded wait of its own.
+    retry_on_status: ClassVar[bool] = True
 
     def __init__(
         self,
@@ -116,6 +119,19 @@ class Unavailable(ReflexaError):
     transient = True
 
 
+class ConsistencyTimeout(ReflexaError):
+    """504: the writes named by a consistency token were not searchable in time.
+
+    The writes themselves are stored; only their indexing is late (``rule``
+    ``wait_timeout``) or failed (``indexing_failed``). Never retried by the
+    transport: the server already waited as long as it was asked to.
+    """
+
+    default_status = 504
+    default_type = "consistency_timeout"
+    retry_on_status = False
+
+
 class ConnectionFailed(ReflexaError):
     """No usable response: connection refused, timed out or cut, after all retries."""
 
@@ -153,6 +169,7 @@ _BY_TYPE: dict[str, type[ReflexaError]] = {
         Conflict,
         RateLimited,
         Unavailable,
+        ConsistencyTimeout,
     )
 }
 

@@ -204,13 +204,156 @@ class TrajectoryDeleted(ResponseModel):
     deleted_reflections: int
 
 
+# --- retrieval: what is sent ----------------------------------------------------------------
+
+Kind = Literal["exemplar", "heuristic", "skill", "rubric", "evidence_card"]
+ItemStatus = Literal["candidate", "active", "retired"]
+RenderFormat = Literal["markdown", "text", "json"]
+
+
+class RetrieveFilters(RequestModel):
+    """Which items may be served. Fields left out take the server's defaults
+    (``status``: only ``active`` items)."""
+
+    agent: Label | None = Field(None, description="only items with evidence from this agent")
+    policy_version: Label | None = Field(None, description="only items with evidence from this policy version")
+    status: list[ItemStatus] | None = Field(None, min_length=1)
+    exclude_tasks: list[str] | None = Field(
+        None, description="leakage guard: drop items with any evidence from these tasks"
+    )
+    exclude_trajectory_ids: list[ClientId] | None = Field(
+        None, description="leakage guard: drop items with any evidence from these trajectories"
+    )
+    as_of: datetime | None = Field(None, description="only items that existed at this time")
+
+
+class RenderOptions(RequestModel):
+    """Ask for a ready-to-inject context block (``RetrieveResult.context``)."""
+
+    format: RenderFormat = "markdown"
+    max_chars: int = Field(4000, ge=100, le=200_000, description="the context block never exceeds this")
+
+
+class RetrieveRequest(RequestModel):
+    """The body of a retrieve. ``None`` fields are left out, so the server's defaults apply."""
+
+    state: State
+    internal_state: str | None = Field(None, description="the agent's current plan / subgoal, matched separately")
+    task: str | None = None
+    environment: Label | None = Field(None, description="only items from this environment")
+    kinds: list[Kind] | None = Field(None, min_length=1, description="default: every kind")
+    k: int = Field(10, ge=1, le=100)
+    min_score: float | None = Field(None, description="drop items scoring below this")
+    mmr_lambda: float | None = Field(
+        None, ge=0.0, le=1.0, description="diversify with MMR: 1 = pure relevance, 0 = pure novelty"
+    )
+    filters: RetrieveFilters | None = None
+    render: RenderOptions | None = None
+    trajectory_id: ClientId | None = Field(
+        None, description="the episode this retrieval serves; its outcome will credit the items"
+    )
+    consistency_token: str | None = Field(None, min_length=1, description="from a write: wait until it is searchable")
+    wait_timeout_ms: int | None = Field(None, ge=0, le=60_000, description="how long to wait for consistency_token")
+
+
+class RetrievalOutcomeReport(RequestModel):
+    """How the task a retrieval served went; credits the items it served."""
+
+    success: bool | None = None
+    reward: float | None = None
+    trajectory_id: ClientId | None = None
+    details: JSONObject | None = None
+
+
+# --- retrieval: what is read ----------------------------------------------------------------
+
+
+class EvidenceLink(ResponseModel):
+    """Where an item comes from: a trajectory, and the steps of it when known."""
+
+    trajectory_id: str
+    step_start: int | None = None
+    step_end: int | None = None
+
+
+class Utility(ResponseModel):
+    """How well the item did when served: a Beta posterior centred on the namespace's baseline."""
+
+    mean: float = Field(description="posterior mean success rate when served")
+    std: float = Field(description="posterior standard deviation: the uncertainty of `mean`")
+    uses: int
+    successes: int
+    failures: int
+    baseline: float = Field(description="the namespace's success rate over all reported retrievals")
+
+
+class RetrievedItem(ResponseModel):
+    """One piece of past experience. ``kind`` and ``status`` are plain strings here so
+    that a newer server's kinds do not break this client."""
+
+    id: str
+    kind: str
+    status: str
+    version: int
+    content: JSONObject
+    text: str
+    score: float = Field(description="the blended rank: similarity x utility x recency")
+    similarity: float = Field(description="raw cosine of the state match (joint with internal state)")
+    state_similarity: float
+    internal_similarity: float | None = None
+    utility: Utility
+    evidence: list[EvidenceLink]
+    evidence_count: int
+    environment: str | None = None
+    created_at: datetime
+    updated_at: datetime
+
+
+class RetrieveResult(ResponseModel):
+    """The answer to a retrieve. Report how the task went under ``retrieval_id``
+    (or let the episode named by ``trajectory_id`` do it when it closes)."""
+
+    retrieval_id: str
+    items: list[RetrievedItem]
+    context: str | None = Field(None, description="the rendered context block, when `render` was asked for")
+    gamma: float = Field(description="the discount used for return_to_go in exemplar items")
+    waited_ms: int = Field(0, description="time the server spent waiting for the consistency token")
+
+
+class RetrievalOutcome(ResponseModel):
+    """The answer to a retrieval outcome; ``credited_items`` is 0 for an identical repeat."""
+
+    retrieval_id: str
+    success: bool | None = None
+    reward: float | None = None
+    credited_items: int
+
+
 # --- namespaces and keys --------------------------------------------------------------------
+
+
+class StateTextSettings(RequestModel):
+    """What goes into the embedded state text (see the server's docs/retrieval.md)."""
+
+    fields: list[Literal["task", "observation", "data"]] | None = Field(None, min_length=1)
+    max_chars: int | None = Field(None, ge=100, le=100_000)
+
+
+class RankingSettings(RequestModel):
+    """Weights of the retrieval ranking (see the server's docs/retrieval.md)."""
+
+    internal_weight: float | None = Field(None, ge=0.0, le=1.0)
+    utility_weight: float | None = Field(None, ge=0.0, le=2.0)
+    recency_weight: float | None = Field(None, ge=0.0, le=1.0)
+    recency_half_life_days: float | None = Field(None, gt=0.0)
 
 
 class NamespaceSettings(RequestModel):
     """Per-namespace behaviour; the server fills in what is left out."""
 
     gamma: float = Field(0.95, ge=0.0, le=1.0, description="discount for return-to-go")
+    state_text: StateTextSettings | None = None
+    ranking: RankingSettings | None = None
 
 
 class NamespaceCreate(RequestModel):
@@ -220,6 +363,8 @@ class NamespaceCreate(RequestModel):
 
 class NamespaceSettingsRead(ResponseModel):
     gamma: float = 0.95
+    state_text: dict[str, Any] = Field(default_factory=dict)
+    ranking: dict[str, Any] = Field(default_factory=dict)
 
 
 class Namespace(ResponseModel):
@@ -280,9 +425,7 @@ def coerce(model: type[M], value: M | Mapping[str, Any], *, field: str = "") -> 
         errors = exc.errors(include_url=False)
         first = errors[0]
         more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
-        raise InvalidInput(
-            f"{first['msg']}{more}", field=field_path(tuple(first["loc"]), field) or None
-        ) from None
+        raise InvalidInput(f"{first['msg']}{more}", field=field_path(tuple(first["loc"]), field) or None) from None
 
 
 def dump(model: BaseModel) -> dict[str, Any]:

@@ -35,9 +35,7 @@ _CONTENT_ERRORS = (InvalidInput, Conflict, PayloadTooLarge)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    parser = subparsers.add_parser(
-        "ingest", help="load trajectories from a JSONL file (one trajectory object a line)"
-    )
+    parser = subparsers.add_parser("ingest", help="load trajectories from a JSONL file (one trajectory object a line)")
     parser.add_argument("file", type=Path, metavar="FILE.jsonl")
     parser.add_argument("--namespace", "-n", required=True)
     parser.add_argument("--batch-size", type=_positive_int, default=100, help="trajectories per request")
@@ -135,9 +133,7 @@ class _Ingest:
         """Send ``lines`` as one batch; on a refusal, drop the named item or split."""
         while lines:
             try:
-                result = self._client.create_trajectories(
-                    self._namespace, [line.trajectory for line in lines]
-                )
+                result = self._client.create_trajectories(self._namespace, [line.trajectory for line in lines])
             except _CONTENT_ERRORS as exc:
                 index = _item_index(exc.field)
                 if index is not None and index < len(lines):

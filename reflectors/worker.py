@@ -131,6 +131,11 @@ class Worker:
         self._thread = threading.Thread(target=self.run_forever, name="reflexa-worker", daemon=True)
         self._thread.start()
 
+    @property
+    def running(self) -> bool:
+        """A background thread was started and is alive."""
+        return self._thread is not None and self._thread.is_alive()
+
     def wake(self) -> None:
         """New work was queued in this process: look now instead of at the next poll."""
         self._wake.set()

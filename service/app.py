@@ -110,7 +110,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 flush=True,
             )
         app.state.services = services
-        metrics.watch_jobs(db)
+        metrics.watch(db, services.embedder, services.registry)
         if settings.worker.in_process:
             services.worker.start()
         try:

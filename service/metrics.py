@@ -7,7 +7,7 @@ import time
 from collections.abc import Iterator
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -33,6 +33,32 @@ class _JobsCollector(Collector):
         yield family
 
 
+class _ServicesCollector(Collector):
+    """Process-local state read at scrape time: embedding cache and index sizes."""
+
+    def __init__(self, embedder: object, registry: object) -> None:
+        self.embedder = embedder
+        self.index_registry = registry
+
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+        hits = getattr(self.embedder, "hits", None)
+        if hits is not None:
+            c = CounterMetricFamily(
+                "reflexa_embedding_cache", "Texts looked up in the embedding cache", labels=["result"]
+            )
+            c.add_metric(["hit"], float(hits))
+            c.add_metric(["miss"], float(self.embedder.misses))  # type: ignore[attr-defined]
+            yield c
+        sizes = GaugeMetricFamily(
+            "reflexa_index_vectors",
+            "Vectors in this process's in-memory indexes",
+            labels=["namespace", "kind", "field"],
+        )
+        for (ns, kind, field), n in sorted(self.index_registry.sizes().items()):  # type: ignore[attr-defined]
+            sizes.add_metric([ns, kind, field], n)
+        yield sizes
+
+
 class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
@@ -46,14 +72,15 @@ class Metrics:
             buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
             registry=self.registry,
         )
-        self._jobs: _JobsCollector | None = None
+        self._watched: list[Collector] = []
 
-    def watch_jobs(self, db: Database) -> None:
-        """Report queue depths from this database (called once the lifespan has it)."""
-        if self._jobs is not None:
-            self.registry.unregister(self._jobs)
-        self._jobs = _JobsCollector(db)
-        self.registry.register(self._jobs)
+    def watch(self, db: Database, embedder: object, index_registry: object) -> None:
+        """Report queue depths, cache and index sizes (called once the lifespan has them)."""
+        for collector in self._watched:
+            self.registry.unregister(collector)
+        self._watched = [_JobsCollector(db), _ServicesCollector(embedder, index_registry)]
+        for collector in self._watched:
+            self.registry.register(collector)
 
 
 class MetricsMiddleware:

@@ -66,6 +66,12 @@ class IndexRegistry:
         with self._guard:
             return self._namespaces.setdefault(namespace, _NamespaceIndexes())
 
+    def sizes(self) -> dict[tuple[str, str, str], int]:
+        """(namespace, kind, field) -> live vectors, for metrics."""
+        with self._guard:
+            spaces = list(self._namespaces.items())
+        return {(ns, k, f): len(idx) for ns, st in spaces for (k, f), idx in list(st.indexes.items())}
+
     def index(self, namespace: str, kind: str, field_: str) -> VectorIndex | None:
         return self._ns(namespace).indexes.get((kind, field_))
 

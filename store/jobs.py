@@ -7,7 +7,7 @@ the same work is never queued twice.
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sqlalchemy import and_, func, or_, select
@@ -187,3 +187,13 @@ def job_statuses(session: Session, namespace: str, kind: str, first_id: int, las
         .group_by(Job.status)
     )
     return {status: n for status, n in session.execute(stmt)}
+
+
+def oldest_queued_age(session: Session) -> float | None:
+    """Seconds the longest-waiting runnable job has waited (None: queue empty)."""
+    oldest = session.scalar(select(func.min(Job.run_after)).where(Job.status == "queued", Job.run_after <= utcnow()))
+    if oldest is None:
+        return None
+    if oldest.tzinfo is None:  # SQLite's MIN() bypasses the column type
+        oldest = oldest.replace(tzinfo=UTC) if isinstance(oldest, datetime) else datetime.fromisoformat(oldest)
+    return max(0.0, (utcnow() - oldest).total_seconds())

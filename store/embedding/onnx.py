@@ -53,7 +53,10 @@ class OnnxEmbedder:
         self.dim = model.token_dim
         self._batch_size = batch_size
         self._tokenizer = Tokenizer.from_file(str(model.path / "tokenizer.json"))
-        self._tokenizer.no_padding()  # padded per batch below, to that batch's longest text
+        # MiniLM's tokenizer.json says: truncate at 128, pad every text to 128.
+        # sentence-transformers ignores both for max_seq_length (256) and per-batch
+        # padding, so must we: padding happens per batch below, to its longest text.
+        self._tokenizer.no_padding()
         self._tokenizer.enable_truncation(model.max_seq_length)
         options = onnxruntime.SessionOptions()
         options.intra_op_num_threads = threads

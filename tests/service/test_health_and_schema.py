@@ -33,3 +33,33 @@ def test_refuses_out_of_date_schema_and_names_the_fix(tmp_path: Path) -> None:
     settings = make_settings(f"sqlite:///{tmp_path / 'empty.db'}", tmp_path)
     with pytest.raises(SchemaOutOfDate, match=r"run `reflexa db upgrade`"), TestClient(create_app(settings)):
         pass
+
+
+def test_readyz_reports_workers_and_index(client: TestClient) -> None:
+    checks = client.get("/readyz").json()["checks"]
+    assert checks["workers"] == {
+        "ok": True,
+        "in_process": False,
+        "queued": 0,
+        "running": 0,
+        "failed": 0,
+        "oldest_queued_seconds": None,
+    }
+    assert checks["index"]["embedder"] == "hashing-256"
+    client.post("/v1/namespaces", json={"name": "m"})
+    client.post("/v1/namespaces/m/trajectories", json={"task": "t", "outcome": {"success": True}})
+    workers = client.get("/readyz").json()["checks"]["workers"]
+    assert workers["queued"] == 1 and workers["oldest_queued_seconds"] >= 0
+
+
+def test_metrics_report_cache_and_index_sizes(client: TestClient) -> None:
+    client.post("/v1/namespaces", json={"name": "m"})
+    client.post(
+        "/v1/namespaces/m/trajectories",
+        json={"task": "t", "steps": [{"state": {"observation": "o"}, "action": "a"}], "outcome": {"success": True}},
+    )
+    client.app.state.services.worker.run_until_idle()  # type: ignore[attr-defined]
+    client.post("/v1/namespaces/m/retrieve", json={"state": {"observation": "o"}})
+    text = client.get("/metrics").text
+    assert 'reflexa_index_vectors{field="state",kind="exemplar",namespace="m"} 1.0' in text
+    assert 'reflexa_embedding_cache_total{result="hit"}' in text

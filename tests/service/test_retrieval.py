@@ -35,8 +35,14 @@ def api(client: TestClient) -> TestClient:
 
 
 def ingest(api: TestClient, id: str, steps: list[dict[str, Any]], outcome: dict[str, Any], **fields: Any) -> str:
-    body = {"id": id, "task": fields.pop("task", "chores"), "environment": "house", "steps": steps,
-            "outcome": outcome, **fields}
+    body = {
+        "id": id,
+        "task": fields.pop("task", "chores"),
+        "environment": "house",
+        "steps": steps,
+        "outcome": outcome,
+        **fields,
+    }
     r = api.post(f"{NS}/trajectories", json=body)
     assert r.status_code == 201, r.text
     return r.json()["consistency_token"]
@@ -49,8 +55,9 @@ def retrieve(api: TestClient, obs: str, **extra: Any) -> dict[str, Any]:
 
 
 def test_state_matched_exemplar_comes_first_with_its_fields(api: TestClient) -> None:
-    ingest(api, "t1", [step(KITCHEN, "boil water", reward=0.0), step(GARDEN, "water roses", reward=1.0)],
-           {"success": True})
+    ingest(
+        api, "t1", [step(KITCHEN, "boil water", reward=0.0), step(GARDEN, "water roses", reward=1.0)], {"success": True}
+    )
     ingest(api, "t2", [step(CELLAR, "open barrel", result="It is sealed.", reward=0.0)], {"success": False})
     assert drain(api) == 2
     out = retrieve(api, "The kitchen: a kettle on the stove, a sink.", k=3)
@@ -106,10 +113,18 @@ def test_identical_state_action_pairs_merge(api: TestClient) -> None:
 
 
 def test_filters_and_leakage_guards(api: TestClient) -> None:
-    ingest(api, "a", [step(KITCHEN, "boil water")], {"success": True}, task="make tea", agent="ann",
-           policy_version="v1")
-    ingest(api, "b", [step(KITCHEN, "fill kettle")], {"success": True}, task="make coffee", agent="bob",
-           policy_version="v2")
+    ingest(
+        api, "a", [step(KITCHEN, "boil water")], {"success": True}, task="make tea", agent="ann", policy_version="v1"
+    )
+    ingest(
+        api,
+        "b",
+        [step(KITCHEN, "fill kettle")],
+        {"success": True},
+        task="make coffee",
+        agent="bob",
+        policy_version="v2",
+    )
     drain(api)
 
     def actions(**extra: Any) -> set[str]:
@@ -174,8 +189,9 @@ def test_episode_linked_retrieval_is_credited_when_it_closes(api: TestClient) ->
 def test_read_your_writes_with_the_consistency_token(api: TestClient) -> None:
     token = ingest(api, "fresh", [step(CELLAR, "light candle")], {"success": True})
     worker = api.app.state.services.worker  # type: ignore[attr-defined]
-    r = api.post(f"{NS}/retrieve", json={"state": {"observation": CELLAR}, "consistency_token": token,
-                                         "wait_timeout_ms": 50})
+    r = api.post(
+        f"{NS}/retrieve", json={"state": {"observation": CELLAR}, "consistency_token": token, "wait_timeout_ms": 50}
+    )
     assert r.status_code == 504 and r.json()["error"]["type"] == "consistency_timeout"
     worker.start()
     try:
@@ -189,8 +205,12 @@ def test_read_your_writes_with_the_consistency_token(api: TestClient) -> None:
 
 
 def test_render_respects_the_budget(api: TestClient) -> None:
-    ingest(api, "r", [step(KITCHEN, "boil water", result="The water boils."), step(GARDEN, "water roses")],
-           {"success": True})
+    ingest(
+        api,
+        "r",
+        [step(KITCHEN, "boil water", result="The water boils."), step(GARDEN, "water roses")],
+        {"success": True},
+    )
     drain(api)
     for fmt in ("markdown", "text", "json"):
         out = retrieve(api, KITCHEN, render={"format": fmt, "max_chars": 400})

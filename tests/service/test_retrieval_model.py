@@ -63,7 +63,10 @@ def test_state_matched_exemplar_first(api: TestClient) -> None:
     for query, expected in queries.items():
         r = api.post("/v1/namespaces/real/retrieve", json={"state": {"observation": query}, "k": 5})
         items = r.json()["items"]
-        assert items[0]["content"]["action"] == expected, (query, [(i["content"]["action"], i["similarity"], i["score"]) for i in items])
+        assert items[0]["content"]["action"] == expected, (
+            query,
+            [(i["content"]["action"], i["similarity"], i["score"]) for i in items],
+        )
         assert items[0]["similarity"] > items[1]["similarity"] + 0.1
 
 

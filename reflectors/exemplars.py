@@ -26,6 +26,7 @@ import numpy as np
 import orjson
 from sqlalchemy.orm import Session
 
+from reflectors.embed import encode_texts
 from reflectors.worker import JobView, TransientError, Write
 from service.namespaces.schemas import NamespaceSettings, parse_settings
 from service.retrieval.state_text import internal_text, state_text
@@ -183,12 +184,7 @@ class ExemplarReflector:
         return write
 
     def _embed(self, exemplars: list[_Exemplar]) -> dict[str, dict[str, np.ndarray]]:
-        if not exemplars:
-            return {}
-        texts = [e.state_text for e in exemplars]
-        internal = [(i, e.internal_text) for i, e in enumerate(exemplars) if e.internal_text]
-        matrix = self.embedder.encode(texts + [t for _, t in internal])
-        out = {e.id: {"state": matrix[i]} for i, e in enumerate(exemplars)}
-        for j, (i, _) in enumerate(internal):
-            out[exemplars[i].id]["internal"] = matrix[len(texts) + j]
-        return out
+        per_row = [
+            {"state": e.state_text} | ({"internal": e.internal_text} if e.internal_text else {}) for e in exemplars
+        ]
+        return {e.id: vecs for e, vecs in zip(exemplars, encode_texts(self.embedder, per_row), strict=True)}

@@ -18,9 +18,11 @@ from service.body_limit import BodyLimitMiddleware
 from service.container import Services
 from service.errors import ReflexaError
 from service.health.router import router as health_router
+from service.jobs.router import router as jobs_router
 from service.keys.router import router as keys_router
 from service.metrics import Metrics, MetricsMiddleware
 from service.namespaces.router import router as namespaces_router
+from service.reflections.router import router as reflections_router
 from service.retrieval.router import router as retrieval_router
 from service.settings import Settings, get_settings
 from service.trajectories.router import router as trajectories_router
@@ -133,6 +135,15 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_exception_handler(RequestValidationError, _validation_error)  # type: ignore[arg-type]
     app.add_exception_handler(ReflexaError, _reflexa_error)  # type: ignore[arg-type]
     app.add_exception_handler(StarletteHTTPException, _http_error)  # type: ignore[arg-type]
-    for router in (health_router, keys_router, namespaces_router, trajectories_router, retrieval_router):
+    routers = (
+        health_router,
+        keys_router,
+        namespaces_router,
+        trajectories_router,
+        retrieval_router,
+        reflections_router,
+        jobs_router,
+    )
+    for router in routers:
         app.include_router(router)
     return app

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from reflectors.embed import ReembedReflection
 from reflectors.exemplars import ExemplarReflector
 from reflectors.worker import Worker, WorkerConfig
+from service.jobs.service import JobService
 from service.keys.service import KeyService
 from service.limits import LimitChecker
 from service.namespaces.service import NamespaceService
+from service.reflections.service import EMBED_JOB_KIND, ReflectionService
 from service.retrieval.service import RetrievalService
 from service.settings import Settings
 from service.trajectories.service import CLOSED_JOB_KIND, TrajectoryService
@@ -39,7 +42,11 @@ def make_worker(settings: Settings, db: Database, embedder: Embedder) -> Worker:
     config = WorkerConfig(
         concurrency=w.concurrency, lease_seconds=w.lease_seconds, poll_interval=w.poll_interval_ms / 1000
     )
-    return Worker(db, {CLOSED_JOB_KIND: ExemplarReflector(db, embedder)}, config)
+    handlers = {
+        CLOSED_JOB_KIND: ExemplarReflector(db, embedder),
+        EMBED_JOB_KIND: ReembedReflection(db, embedder),
+    }
+    return Worker(db, handlers, config)
 
 
 @dataclass
@@ -53,6 +60,8 @@ class Services:
     namespaces: NamespaceService
     trajectories: TrajectoryService
     retrieval: RetrievalService
+    reflections: ReflectionService
+    jobs: JobService
 
     @classmethod
     def build(cls, settings: Settings, db: Database, embedder: Embedder | None = None) -> Services:
@@ -78,4 +87,6 @@ class Services:
             namespaces=namespaces,
             trajectories=TrajectoryService(db, namespaces, checker, on_enqueue=worker.wake),
             retrieval=RetrievalService(db, namespaces, embedder, registry, checker),
+            reflections=ReflectionService(db, namespaces, checker),
+            jobs=JobService(db, namespaces),
         )

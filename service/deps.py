@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import Depends, Header, Request
+from fastapi import Depends, Header, Query, Request
 
 from service.auth import Principal
 from service.container import Services
+from service.errors import InvalidInput
 
 
 def get_services(request: Request) -> Services:
@@ -23,3 +24,13 @@ def get_principal(
 
 ServicesDep = Annotated[Services, Depends(get_services)]
 PrincipalDep = Annotated[Principal, Depends(get_principal)]
+
+
+def get_page_limit(services: ServicesDep, limit: int = Query(50, ge=1, description="page size")) -> int:
+    cap = services.settings.limits.max_page_size
+    if limit > cap:
+        raise InvalidInput(f"limit is {limit}; at most {cap}", field="limit", rule="max_page_size")
+    return limit
+
+
+PageLimit = Annotated[int, Depends(get_page_limit)]

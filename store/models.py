@@ -236,7 +236,7 @@ class ReflectionVersion(Base):
     """Audit history: every edit or status change of a reflection, who and when."""
 
     __tablename__ = "reflection_versions"
-    __table_args__ = (UniqueConstraint("reflection_pk", "version", "action"), NO_REUSE)
+    __table_args__ = (Index("ix_reflection_versions_reflection", "reflection_pk", "pk"), NO_REUSE)
 
     pk: Mapped[int] = mapped_column(BigPK, primary_key=True, autoincrement=True)
     reflection_pk: Mapped[int] = mapped_column(ForeignKey("reflections.pk", ondelete="CASCADE"))

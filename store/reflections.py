@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from sqlalchemy import case, delete, func, insert, select, text, update
+from sqlalchemy import case, delete, exists, func, insert, select, text, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
@@ -69,9 +69,78 @@ class EvidenceIn:
     value: float | None = None
 
 
-def get_reflection(session: Session, namespace: str, id: str) -> Reflection | None:
+def get_reflection(session: Session, namespace: str, id: str, *, for_update: bool = False) -> Reflection | None:
     stmt = select(Reflection).where(Reflection.namespace == namespace, Reflection.id == id)
+    if for_update:
+        stmt = stmt.with_for_update()
     return session.scalars(stmt).one_or_none()
+
+
+@dataclass(frozen=True)
+class ReflectionFilters:
+    kind: str | None = None
+    status: str | None = None
+    environment: str | None = None
+    reflector: str | None = None
+
+
+def list_reflections(
+    session: Session, namespace: str, f: ReflectionFilters, *, before_pk: int | None, limit: int
+) -> list[Reflection]:
+    """Newest first, keyset-paginated."""
+    stmt = select(Reflection).where(Reflection.namespace == namespace)
+    for column, value in (
+        (Reflection.kind, f.kind),
+        (Reflection.status, f.status),
+        (Reflection.environment, f.environment),
+        (Reflection.reflector, f.reflector),
+    ):
+        if value is not None:
+            stmt = stmt.where(column == value)
+    if before_pk is not None:
+        stmt = stmt.where(Reflection.pk < before_pk)
+    return list(session.scalars(stmt.order_by(Reflection.pk.desc()).limit(limit)))
+
+
+def history(session: Session, reflection_pk: int) -> list[ReflectionVersion]:
+    stmt = select(ReflectionVersion).where(ReflectionVersion.reflection_pk == reflection_pk)
+    return list(session.scalars(stmt.order_by(ReflectionVersion.pk)))
+
+
+def _record(session: Session, row: Reflection, action: str, actor: str, note: str | None) -> None:
+    session.add(
+        ReflectionVersion(
+            reflection_pk=row.pk,
+            version=row.version,
+            action=action,
+            status=row.status,
+            content=row.content,
+            actor=actor,
+            note=note,
+            created_at=utcnow(),
+        )
+    )
+    session.flush()
+
+
+def edit_reflection(
+    session: Session, row: Reflection, *, content: dict[str, Any], text: str | None, actor: str, note: str | None
+) -> None:
+    """A new version: the row holds the latest, the history keeps every one."""
+    row.content = content
+    if text is not None:
+        row.text = text
+    row.version += 1
+    row.updated_at = utcnow()
+    session.flush()
+    _record(session, row, "edit", actor, note)
+
+
+def set_status(session: Session, row: Reflection, status: str, *, action: str, actor: str, note: str | None) -> None:
+    row.status = status
+    row.updated_at = utcnow()
+    session.flush()
+    _record(session, row, action, actor, note)
 
 
 def get_reflections_by_ids(session: Session, namespace: str, ids: Sequence[str]) -> dict[str, Reflection]:
@@ -219,6 +288,23 @@ def embedded_kinds(session: Session, namespace: str, model: str) -> list[tuple[s
         .distinct()
     )
     return [(k, f) for k, f in session.execute(stmt)]
+
+
+def reflections_without_vector(
+    session: Session, namespace: str, model: str, *, after_pk: int, limit: int
+) -> list[Reflection]:
+    """Reflections lacking a state vector of this model (a changed model, a
+    re-encode), in pk order from `after_pk`."""
+    has_vector = exists().where(
+        Embedding.reflection_pk == Reflection.pk, Embedding.model == model, Embedding.field == "state"
+    )
+    stmt = (
+        select(Reflection)
+        .where(Reflection.namespace == namespace, Reflection.pk > after_pk, ~has_vector)
+        .order_by(Reflection.pk)
+        .limit(limit)
+    )
+    return list(session.scalars(stmt))
 
 
 def iter_embeddings(

@@ -3,7 +3,7 @@ versions and embeddings), the index change feed, jobs, retrievals and their outc
 
 Revision ID: 0001
 Revises: (none)
-Create Date: 2026-11-30 05:41:29.272480
+Create Date: 2026-11-30 06:09:38.118712
 """
 
 from __future__ import annotations
@@ -203,9 +203,11 @@ def upgrade() -> None:
     sa.Column('created_at', sa.DateTime(timezone=True), nullable=False),
     sa.ForeignKeyConstraint(['reflection_pk'], ['reflections.pk'], name=op.f('fk_reflection_versions_reflection_pk_reflections'), ondelete='CASCADE'),
     sa.PrimaryKeyConstraint('pk', name=op.f('pk_reflection_versions')),
-    sa.UniqueConstraint('reflection_pk', 'version', 'action', name=op.f('uq_reflection_versions_reflection_pk_version_action')),
     sqlite_autoincrement=True
     )
+    with op.batch_alter_table('reflection_versions', schema=None) as batch_op:
+        batch_op.create_index('ix_reflection_versions_reflection', ['reflection_pk', 'pk'], unique=False)
+
     op.create_table('retrieval_items',
     sa.Column('pk', sa.BigInteger().with_variant(sa.Integer(), 'sqlite'), autoincrement=True, nullable=False),
     sa.Column('retrieval_id', sa.String(length=64), nullable=False),
@@ -263,6 +265,9 @@ def downgrade() -> None:
         batch_op.drop_index(batch_op.f('ix_retrieval_items_reflection_pk'))
 
     op.drop_table('retrieval_items')
+    with op.batch_alter_table('reflection_versions', schema=None) as batch_op:
+        batch_op.drop_index('ix_reflection_versions_reflection')
+
     op.drop_table('reflection_versions')
     with op.batch_alter_table('reflection_evidence', schema=None) as batch_op:
         batch_op.drop_index('ix_reflection_evidence_trajectory')

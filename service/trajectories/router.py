@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 
 from fastapi import APIRouter, Path, Query, Response
 
-from service.deps import PrincipalDep, ServicesDep
+from service.deps import PageLimit, PrincipalDep, ServicesDep
 from service.errors import InvalidInput
 from service.schemas import ID_PATTERN, NAMESPACE_PATTERN, Page
 from service.trajectories.schemas import (
@@ -78,6 +78,7 @@ def list_trajectories(
     ns: Ns,
     principal: PrincipalDep,
     services: ServicesDep,
+    limit: PageLimit,
     environment: str | None = None,
     agent: str | None = None,
     task: str | None = Query(None, description="exact task text"),
@@ -89,12 +90,8 @@ def list_trajectories(
     created_before: datetime | None = None,
     include_steps: bool = False,
     cursor: str | None = None,
-    limit: int = Query(50, ge=1),
 ) -> Page[TrajectoryRead]:
     """Newest first, with cursor pagination."""
-    max_limit = services.settings.limits.max_page_size
-    if limit > max_limit:
-        raise InvalidInput(f"limit is {limit}; at most {max_limit}", field="limit", rule="max_page_size")
     for name, value in (("created_after", created_after), ("created_before", created_before)):
         if value is not None and value.tzinfo is None:
             raise InvalidInput(f"{name} needs a timezone (e.g. 2026-01-01T00:00:00Z)", field=name, rule="aware")

@@ -1,0 +1,87 @@
+"""Vectors for reflections: which texts a reflection is matched by, and the job
+that re-encodes one after an operator edits it.
+
+An exemplar is matched by its state text (built from its observation and state
+data exactly as a query state is) and its internal state; other kinds by their
+`text` (their trigger / when-to-use rendering).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from sqlalchemy import delete
+from sqlalchemy.orm import Session
+
+from reflectors.worker import JobView, Write
+from service.namespaces.schemas import NamespaceSettings, parse_settings
+from service.retrieval.state_text import internal_text, state_text
+from store import namespaces as namespaces_repo
+from store import reflections as repo
+from store.database import Database
+from store.embedding.base import Embedder
+from store.models import Embedding, Reflection
+
+
+def reflection_texts(row: Reflection, settings: NamespaceSettings) -> dict[str, str]:
+    """field -> text to embed for this reflection."""
+    if row.kind != "exemplar":
+        return {"state": row.text[: settings.state_text.max_chars]}
+    c = row.content
+    texts = {
+        "state": state_text(
+            settings.state_text, observation=c.get("observation", ""), data=c.get("state_data"), task=row.task
+        )
+    }
+    internal = internal_text(c.get("internal_state"), settings.state_text.max_chars)
+    if internal:
+        texts["internal"] = internal
+    return texts
+
+
+def encode_texts(embedder: Embedder, per_row: list[dict[str, str]]) -> list[dict[str, np.ndarray]]:
+    """One batched encode for many rows' texts."""
+    flat = [(i, field, text) for i, texts in enumerate(per_row) for field, text in texts.items()]
+    matrix = embedder.encode([t for _, _, t in flat]) if flat else np.zeros((0, embedder.dim), np.float32)
+    out: list[dict[str, np.ndarray]] = [{} for _ in per_row]
+    for (i, field, _), vec in zip(flat, matrix, strict=True):
+        out[i][field] = vec
+    return out
+
+
+def write_vectors(session: Session, row: Reflection, model: str, vectors: dict[str, np.ndarray]) -> None:
+    """Replace the row's vectors of this model (a field no longer present goes) and
+    put it on the index feed."""
+    repo.lock_feed(session, row.namespace)
+    session.execute(
+        delete(Embedding).where(
+            Embedding.reflection_pk == row.pk, Embedding.model == model, Embedding.field.not_in(list(vectors))
+        )
+    )
+    repo.upsert_embeddings(
+        session, reflection_pk=row.pk, namespace=row.namespace, kind=row.kind, model=model, vectors=vectors
+    )
+    repo.append_changes(session, row.namespace, [(row.kind, row.pk, "upsert")])
+
+
+class ReembedReflection:
+    """Job handler for `reflection.embed` (queued by an edit)."""
+
+    def __init__(self, db: Database, embedder: Embedder) -> None:
+        self.db = db
+        self.embedder = embedder
+
+    def __call__(self, job: JobView) -> Write | None:
+        with self.db.read() as session:
+            row = session.get(Reflection, job.payload["reflection_pk"])
+            if row is None or row.version != job.payload["version"]:
+                return None  # deleted, or edited again: the newer version's job does the work
+            ns = namespaces_repo.get_namespace(session, row.namespace)
+            texts = reflection_texts(row, parse_settings(ns.settings if ns else {}))
+        vectors = encode_texts(self.embedder, [texts])[0]  # no transaction open
+
+        def write(session: Session) -> None:
+            current = session.get(Reflection, row.pk)
+            if current is not None and current.version == job.payload["version"]:
+                write_vectors(session, current, self.embedder.name, vectors)
+
+        return write

@@ -1,0 +1,41 @@
+"""/v1/namespaces/{ns}/jobs (operators)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Path
+
+from service.deps import PageLimit, PrincipalDep, ServicesDep
+from service.jobs.schemas import JobRead, JobStatus
+from service.schemas import NAMESPACE_PATTERN, Page
+
+router = APIRouter(prefix="/v1/namespaces/{ns}/jobs", tags=["jobs"])
+
+Ns = Annotated[str, Path(pattern=NAMESPACE_PATTERN, description="namespace name")]
+
+
+@router.get("", response_model=Page[JobRead], operation_id="list_jobs")
+def list_jobs(
+    ns: Ns,
+    principal: PrincipalDep,
+    services: ServicesDep,
+    limit: PageLimit,
+    status: JobStatus | None = None,
+    kind: str | None = None,
+    cursor: str | None = None,
+) -> Page[JobRead]:
+    """Newest first; failed jobs keep their last error."""
+    items, next_cursor = services.jobs.list(principal, ns, status=status, kind=kind, cursor=cursor, limit=limit)
+    return Page[JobRead](items=items, next_cursor=next_cursor)
+
+
+@router.get("/{id}", response_model=JobRead, operation_id="get_job")
+def get_job(ns: Ns, id: str, principal: PrincipalDep, services: ServicesDep) -> JobRead:
+    return services.jobs.get(principal, ns, id)
+
+
+@router.post("/{id}/retry", response_model=JobRead, operation_id="retry_job")
+def retry_job(ns: Ns, id: str, principal: PrincipalDep, services: ServicesDep) -> JobRead:
+    """Queue a failed job again (409 for one that is not failed)."""
+    return services.jobs.retry(principal, ns, id)

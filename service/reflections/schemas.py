@@ -1,0 +1,61 @@
+"""Reflection (memory item) schemas for browsing and curation."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from pydantic import Field
+
+from service.retrieval.schemas import EvidenceRead, Kind, Status
+from service.schemas import RequestModel, ResponseModel
+
+
+class ReflectionUtility(ResponseModel):
+    uses: int
+    successes: int
+    failures: int
+    reward_sum: float
+
+
+class ReflectionRead(ResponseModel):
+    id: str
+    kind: Kind
+    status: Status
+    version: int
+    content: dict[str, Any]
+    text: str
+    environment: str | None = None
+    task: str | None = None
+    reflector: str
+    reflector_version: str
+    model: str | None = None
+    evidence_count: int
+    evidence_successes: int
+    evidence_failures: int
+    evidence_value: float | None = Field(None, description="mean value of the evidence (exemplars: return-to-go)")
+    utility: ReflectionUtility
+    evidence: list[EvidenceRead] = Field(description="newest first; all of it on GET one, the newest 5 in lists")
+    created_at: datetime
+    updated_at: datetime
+
+
+class ReflectionUpdate(RequestModel):
+    """An edit (content/text: a new version, the old one kept in the history) and/or
+    a status change (approve, retire, restore)."""
+
+    content: dict[str, Any] | None = None
+    text: str | None = Field(None, min_length=1)
+    status: Status | None = None
+    note: str | None = Field(None, max_length=2000, description="why: kept in the history")
+    expected_version: int | None = Field(None, ge=1, description="refuse (409) if someone edited it meanwhile")
+
+
+class ReflectionVersionRead(ResponseModel):
+    version: int
+    action: str
+    status: Status
+    content: dict[str, Any]
+    actor: str
+    note: str | None = None
+    created_at: datetime

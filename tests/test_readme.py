@@ -34,3 +34,4 @@ def test_readme_quick_start_runs_against_a_live_server(live_server, capsys) -> N
     exec(compile(code, "README.md", "exec"), {})
     out = capsys.readouterr().out.splitlines()
     assert out[0] == "2"
+    assert out[2] == "take kettle 0.95"  # reward 0 now + 0.95 * 1.0 next step

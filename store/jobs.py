@@ -10,12 +10,16 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import and_, func, or_, select
+from sqlalchemy import and_, func, or_, select, text
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
 from store.models import Job, utcnow
+
+# The predicate of the partial unique index on dedup_key (store/models.py), spelled
+# the same so SQLite can match the conflict target to the index.
+ACTIVE = "status IN ('queued', 'running')"
 
 
 def enqueue_job(
@@ -24,12 +28,22 @@ def enqueue_job(
     namespace: str,
     kind: str,
     payload: dict[str, Any],
-    dedup_key: str | None,
+    dedup_key: str,
+    once: bool = True,
     priority: int = 100,
     max_attempts: int = 5,
-) -> int | None:
-    """Queue a job; returns its id, or the id of the job already queued under the
-    same dedup key (None only if that job vanished concurrently)."""
+) -> int:
+    """Queue a job in the caller's transaction; returns its id.
+
+    `once=True`: the work is done at most once ever; if any job with this key exists
+    (whatever its status) its id is returned and nothing is queued. `once=False`
+    (coalescing): nothing is queued while an unfinished job with this key exists,
+    but after it finished the work can be queued again.
+    """
+    if once:
+        existing = session.scalar(select(Job.id).where(Job.dedup_key == dedup_key).order_by(Job.id.desc()).limit(1))
+        if existing is not None:
+            return existing
     now = utcnow()
     values = {
         "namespace": namespace,
@@ -45,10 +59,19 @@ def enqueue_job(
         "attempts": 0,
     }
     insert_fn = pg_insert if session.get_bind().dialect.name == "postgresql" else sqlite_insert
-    stmt = insert_fn(Job).values(**values).on_conflict_do_nothing(index_elements=["dedup_key"]).returning(Job.id)
+    stmt = (
+        insert_fn(Job)
+        .values(**values)
+        .on_conflict_do_nothing(index_elements=["dedup_key"], index_where=text(ACTIVE))
+        .returning(Job.id)
+    )
     job_id = session.scalar(stmt)
-    if job_id is None and dedup_key is not None:
-        job_id = session.scalar(select(Job.id).where(Job.dedup_key == dedup_key))
+    if job_id is None:  # an unfinished job with this key exists: that one does the work
+        job_id = session.scalar(
+            select(Job.id).where(Job.dedup_key == dedup_key, Job.status.in_(("queued", "running")))
+        )
+    if job_id is None:
+        raise RuntimeError(f"job {dedup_key!r} neither queued nor found")  # only a concurrent delete does this
     return job_id
 
 

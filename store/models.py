@@ -27,6 +27,7 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+    text,
 )
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
@@ -300,7 +301,17 @@ class Job(Base):
 
     __tablename__ = "jobs"
     __table_args__ = (
-        UniqueConstraint("dedup_key"),
+        # A dedup key is unique among unfinished jobs: the same work is never queued
+        # twice at once, yet it can be queued again once done ("coalesce" jobs, e.g.
+        # rebuild a task's evidence card). "Once" jobs check for any job (store/jobs.py).
+        Index(
+            "uq_jobs_dedup_active",
+            "dedup_key",
+            unique=True,
+            sqlite_where=text("status IN ('queued', 'running')"),  # == store.jobs.ACTIVE
+            postgresql_where=text("status IN ('queued', 'running')"),
+        ),
+        Index("ix_jobs_dedup_key", "dedup_key"),
         Index("ix_jobs_claim", "status", "run_after"),
         Index("ix_jobs_ns_status", "namespace", "status", "id"),
         NO_REUSE,

@@ -3,7 +3,7 @@ versions and embeddings), the index change feed, jobs, retrievals and their outc
 
 Revision ID: 0001
 Revises: (none)
-Create Date: 2026-11-30 06:09:38.118712
+Create Date: 2026-11-30 06:18:29.246959
 """
 
 from __future__ import annotations
@@ -70,12 +70,13 @@ def upgrade() -> None:
     sa.Column('finished_at', sa.DateTime(timezone=True), nullable=True),
     sa.ForeignKeyConstraint(['namespace'], ['namespaces.name'], name=op.f('fk_jobs_namespace_namespaces'), ondelete='CASCADE'),
     sa.PrimaryKeyConstraint('id', name=op.f('pk_jobs')),
-    sa.UniqueConstraint('dedup_key', name=op.f('uq_jobs_dedup_key')),
     sqlite_autoincrement=True
     )
     with op.batch_alter_table('jobs', schema=None) as batch_op:
         batch_op.create_index('ix_jobs_claim', ['status', 'run_after'], unique=False)
+        batch_op.create_index('ix_jobs_dedup_key', ['dedup_key'], unique=False)
         batch_op.create_index('ix_jobs_ns_status', ['namespace', 'status', 'id'], unique=False)
+        batch_op.create_index('uq_jobs_dedup_active', ['dedup_key'], unique=True, sqlite_where=sa.text("status IN ('queued', 'running')"), postgresql_where=sa.text("status IN ('queued', 'running')"))
 
     op.create_table('reflections',
     sa.Column('pk', sa.BigInteger().with_variant(sa.Integer(), 'sqlite'), autoincrement=True, nullable=False),
@@ -293,7 +294,9 @@ def downgrade() -> None:
 
     op.drop_table('reflections')
     with op.batch_alter_table('jobs', schema=None) as batch_op:
+        batch_op.drop_index('uq_jobs_dedup_active', sqlite_where=sa.text("status IN ('queued', 'running')"), postgresql_where=sa.text("status IN ('queued', 'running')"))
         batch_op.drop_index('ix_jobs_ns_status')
+        batch_op.drop_index('ix_jobs_dedup_key')
         batch_op.drop_index('ix_jobs_claim')
 
     op.drop_table('jobs')

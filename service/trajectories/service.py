@@ -306,9 +306,7 @@ class TrajectoryService:
             dedup_key=f"{CLOSED_JOB_KIND}:{pk}",
             priority=10,  # indexing a closed episode is fast-pathed before slow reflection
         )
-        # Idempotent by dedup key: a replay gets the id of the job queued the first time.
-        assert job_id is not None
-        return job_id
+        return job_id  # once per trajectory: a replay gets the id of the job queued the first time
 
     def append_steps(self, principal: Principal, ns: str, id: str, steps: list[StepCreate]) -> StepsAppended:
         principal.require(Permission.TRAJECTORIES_WRITE, ns)

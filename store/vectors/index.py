@@ -148,7 +148,7 @@ class VectorIndex:
             raise ValueError(f"queries must have shape (m, {self._config.dim}), got {q.shape}")
         if k < 1:
             raise ValueError(f"k must be >= 1, got {k}")
-        hidden = np.fromiter(exclude, dtype=np.int64) if exclude else None
+        hidden = np.fromiter(exclude, dtype=np.int64) if exclude is not None and len(exclude) else None
         with self._rw.read():
             return self._backend.search(q, k, hidden)
 

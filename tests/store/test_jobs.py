@@ -1,0 +1,109 @@
+"""The job queue on SQLite and PostgreSQL: dedup (once / coalescing), claims that
+never overlap, leases that expire, fencing, retries with backoff, failure."""
+
+from __future__ import annotations
+
+import threading
+import time
+from datetime import timedelta
+
+import pytest
+
+from store import jobs
+from store.database import Database
+from store.models import Job, Namespace, utcnow
+
+
+@pytest.fixture
+def db(database_url: str) -> Database:
+    d = Database(database_url)
+    with d.write() as s:
+        s.add(Namespace(name="q", settings={}, created_at=utcnow()))
+    yield d  # type: ignore[misc]
+    d.dispose()
+
+
+def enqueue(db: Database, key: str, *, once: bool = True) -> int:
+    with db.write() as s:
+        return jobs.enqueue_job(s, namespace="q", kind="k", payload={"key": key}, dedup_key=key, once=once)
+
+
+def status(db: Database, job_id: int) -> Job:
+    with db.read() as s:
+        return s.get(Job, job_id)  # type: ignore[return-value]
+
+
+def test_once_and_coalescing_dedup(db: Database) -> None:
+    a = enqueue(db, "once")
+    assert enqueue(db, "once") == a
+    c1 = enqueue(db, "card", once=False)
+    assert enqueue(db, "card", once=False) == c1  # still queued: coalesced
+    with db.write() as s:
+        assert {j.id for j in jobs.claim_jobs(s, worker_id="w", limit=5, lease_seconds=60)} == {a, c1}
+    with db.write() as s:
+        for j in (a, c1):
+            assert jobs.complete_job(s, j, "w")
+    assert enqueue(db, "once") == a  # once: never again
+    c2 = enqueue(db, "card", once=False)
+    assert c2 != c1  # coalescing: queued again after the first finished
+
+
+def test_claims_never_overlap(db: Database) -> None:
+    ids = {enqueue(db, f"j{i}") for i in range(40)}
+    got: list[list[int]] = []
+    barrier = threading.Barrier(4)
+
+    def claim(worker: str) -> None:
+        barrier.wait()
+        mine: list[int] = []
+        while True:
+            with db.write() as s:
+                batch = [j.id for j in jobs.claim_jobs(s, worker_id=worker, limit=3, lease_seconds=60)]
+            if not batch:
+                break
+            mine += batch
+        got.append(mine)
+
+    threads = [threading.Thread(target=claim, args=(f"w{i}",)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    flat = [j for mine in got for j in mine]
+    assert sorted(flat) == sorted(ids)  # every job claimed exactly once
+
+
+def test_expired_lease_is_reclaimed_and_the_old_holder_is_fenced(db: Database) -> None:
+    j = enqueue(db, "lease")
+    with db.write() as s:
+        assert [x.id for x in jobs.claim_jobs(s, worker_id="dead", limit=1, lease_seconds=0.05)] == [j]
+    time.sleep(0.1)
+    with db.write() as s:
+        [job] = jobs.claim_jobs(s, worker_id="alive", limit=1, lease_seconds=60)
+        assert (job.id, job.attempts) == (j, 2)
+    with db.write() as s:
+        assert not jobs.complete_job(s, j, "dead")  # lost its lease: may not write
+        assert not jobs.fail_job(s, j, "dead", "late", retry_in=1)
+    with db.write() as s:
+        assert jobs.complete_job(s, j, "alive")
+    assert status(db, j).status == "done"
+
+
+def test_transient_failures_back_off_then_fail_for_good(db: Database) -> None:
+    with db.write() as s:
+        j = jobs.enqueue_job(s, namespace="q", kind="k", payload={}, dedup_key="flaky", max_attempts=2)
+    with db.write() as s:
+        jobs.claim_jobs(s, worker_id="w", limit=1, lease_seconds=60)
+        assert jobs.fail_job(s, j, "w", "429 rate limited", retry_in=30)
+    job = status(db, j)
+    assert job.status == "queued" and job.run_after > utcnow() + timedelta(seconds=20)
+    with db.write() as s:
+        assert jobs.claim_jobs(s, worker_id="w", limit=1, lease_seconds=60) == []  # not due yet
+        s.get(Job, j).run_after = utcnow()  # type: ignore[union-attr]
+    with db.write() as s:
+        jobs.claim_jobs(s, worker_id="w", limit=1, lease_seconds=60)
+        jobs.fail_job(s, j, "w", "429 again", retry_in=30)
+    job = status(db, j)
+    assert (job.status, job.attempts, job.last_error) == ("failed", 2, "429 again")
+    with db.write() as s:
+        assert jobs.retry_job(s, "q", j).status == "queued"  # type: ignore[union-attr]

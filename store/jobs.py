@@ -19,7 +19,7 @@ from store.models import Job, utcnow
 
 # The predicate of the partial unique index on dedup_key (store/models.py), spelled
 # the same so SQLite can match the conflict target to the index.
-ACTIVE = "status IN ('queued', 'running')"
+QUEUED = "status = 'queued'"
 
 
 def enqueue_job(
@@ -37,8 +37,8 @@ def enqueue_job(
 
     `once=True`: the work is done at most once ever; if any job with this key exists
     (whatever its status) its id is returned and nothing is queued. `once=False`
-    (coalescing): nothing is queued while an unfinished job with this key exists,
-    but after it finished the work can be queued again.
+    (coalescing): nothing is queued while a job with this key is waiting; once it
+    runs (it may already have read its inputs) the work can be queued again.
     """
     if once:
         existing = session.scalar(select(Job.id).where(Job.dedup_key == dedup_key).order_by(Job.id.desc()).limit(1))
@@ -62,14 +62,12 @@ def enqueue_job(
     stmt = (
         insert_fn(Job)
         .values(**values)
-        .on_conflict_do_nothing(index_elements=["dedup_key"], index_where=text(ACTIVE))
+        .on_conflict_do_nothing(index_elements=["dedup_key"], index_where=text(QUEUED))
         .returning(Job.id)
     )
     job_id = session.scalar(stmt)
-    if job_id is None:  # an unfinished job with this key exists: that one does the work
-        job_id = session.scalar(
-            select(Job.id).where(Job.dedup_key == dedup_key, Job.status.in_(("queued", "running")))
-        )
+    if job_id is None:  # a job with this key is waiting: that one does the work
+        job_id = session.scalar(select(Job.id).where(Job.dedup_key == dedup_key, Job.status == "queued"))
     if job_id is None:
         raise RuntimeError(f"job {dedup_key!r} neither queued nor found")  # only a concurrent delete does this
     return job_id

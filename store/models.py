@@ -301,15 +301,16 @@ class Job(Base):
 
     __tablename__ = "jobs"
     __table_args__ = (
-        # A dedup key is unique among unfinished jobs: the same work is never queued
-        # twice at once, yet it can be queued again once done ("coalesce" jobs, e.g.
-        # rebuild a task's evidence card). "Once" jobs check for any job (store/jobs.py).
+        # A dedup key is unique among queued jobs: the same work is never waiting
+        # twice, yet it can be queued again while (or after) it runs, so work that
+        # arrives during a run is not lost ("coalescing" jobs, e.g. rebuild a task's
+        # evidence card). "Once" jobs check for any job at all (store/jobs.py).
         Index(
-            "uq_jobs_dedup_active",
+            "uq_jobs_dedup_queued",
             "dedup_key",
             unique=True,
-            sqlite_where=text("status IN ('queued', 'running')"),  # == store.jobs.ACTIVE
-            postgresql_where=text("status IN ('queued', 'running')"),
+            sqlite_where=text("status = 'queued'"),  # == store.jobs.QUEUED
+            postgresql_where=text("status = 'queued'"),
         ),
         Index("ix_jobs_dedup_key", "dedup_key"),
         Index("ix_jobs_claim", "status", "run_after"),

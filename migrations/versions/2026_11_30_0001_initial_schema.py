@@ -3,7 +3,7 @@ versions and embeddings), the index change feed, jobs, retrievals and their outc
 
 Revision ID: 0001
 Revises: (none)
-Create Date: 2026-11-30 06:18:29.246959
+Create Date: 2026-11-30 06:26:54.105312
 """
 
 from __future__ import annotations
@@ -76,7 +76,7 @@ def upgrade() -> None:
         batch_op.create_index('ix_jobs_claim', ['status', 'run_after'], unique=False)
         batch_op.create_index('ix_jobs_dedup_key', ['dedup_key'], unique=False)
         batch_op.create_index('ix_jobs_ns_status', ['namespace', 'status', 'id'], unique=False)
-        batch_op.create_index('uq_jobs_dedup_active', ['dedup_key'], unique=True, sqlite_where=sa.text("status IN ('queued', 'running')"), postgresql_where=sa.text("status IN ('queued', 'running')"))
+        batch_op.create_index('uq_jobs_dedup_queued', ['dedup_key'], unique=True, sqlite_where=sa.text("status = 'queued'"), postgresql_where=sa.text("status = 'queued'"))
 
     op.create_table('reflections',
     sa.Column('pk', sa.BigInteger().with_variant(sa.Integer(), 'sqlite'), autoincrement=True, nullable=False),
@@ -294,7 +294,7 @@ def downgrade() -> None:
 
     op.drop_table('reflections')
     with op.batch_alter_table('jobs', schema=None) as batch_op:
-        batch_op.drop_index('uq_jobs_dedup_active', sqlite_where=sa.text("status IN ('queued', 'running')"), postgresql_where=sa.text("status IN ('queued', 'running')"))
+        batch_op.drop_index('uq_jobs_dedup_queued', sqlite_where=sa.text("status = 'queued'"), postgresql_where=sa.text("status = 'queued'"))
         batch_op.drop_index('ix_jobs_ns_status')
         batch_op.drop_index('ix_jobs_dedup_key')
         batch_op.drop_index('ix_jobs_claim')

@@ -2,8 +2,8 @@
 that re-encodes one after an operator edits it.
 
 An exemplar is matched by its state text (built from its observation and state
-data exactly as a query state is) and its internal state; other kinds by their
-`text` (their trigger / when-to-use rendering).
+data exactly as a query state is) and its internal state; evidence cards and
+rubrics by their task; other kinds by their `text` (their trigger / when-to-use).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from sqlalchemy.orm import Session
 
 from reflectors.worker import JobView, Write
 from service.namespaces.schemas import NamespaceSettings, parse_settings
-from service.retrieval.state_text import internal_text, state_text
+from service.retrieval.state_text import TASK_KEYED, internal_text, state_text, task_query_text
 from store import namespaces as namespaces_repo
 from store import reflections as repo
 from store.database import Database
@@ -24,6 +24,8 @@ from store.models import Embedding, Reflection
 
 def reflection_texts(row: Reflection, settings: NamespaceSettings) -> dict[str, str]:
     """field -> text to embed for this reflection."""
+    if row.kind in TASK_KEYED:
+        return {"state": task_query_text(row.task or "")[: settings.state_text.max_chars]}
     if row.kind != "exemplar":
         return {"state": row.text[: settings.state_text.max_chars]}
     c = row.content

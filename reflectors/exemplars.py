@@ -26,10 +26,13 @@ import numpy as np
 import orjson
 from sqlalchemy.orm import Session
 
+from reflectors.contrastive import JOB_KIND as CONTRASTIVE_JOB
 from reflectors.embed import encode_texts
+from reflectors.evidence_cards import JOB_KIND as CARD_JOB
 from reflectors.worker import JobView, TransientError, Write
 from service.namespaces.schemas import NamespaceSettings, parse_settings
 from service.retrieval.state_text import internal_text, state_text
+from store import jobs as jobs_repo
 from store import namespaces as namespaces_repo
 from store import reflections as repo
 from store import trajectories as trajectories_repo
@@ -134,6 +137,32 @@ def build_exemplars(traj: Trajectory, steps: list[Step], settings: NamespaceSett
     return list(by_id.values())
 
 
+def queue_follow_ups(session: Session, traj: Trajectory, settings: NamespaceSettings) -> None:
+    """Reflection that builds on the new exemplars, coalesced: many episodes closing
+    at once make one recount per environment and one card per task."""
+    r = settings.reflection
+    if r.contrastive.enabled:
+        jobs_repo.enqueue_job(
+            session,
+            namespace=traj.namespace,
+            kind=CONTRASTIVE_JOB,
+            payload={"environment": traj.environment},
+            dedup_key=f"{CONTRASTIVE_JOB}:{traj.namespace}:{traj.environment}",
+            once=False,
+            priority=50,
+        )
+    if r.evidence_cards.enabled and traj.group_id:
+        jobs_repo.enqueue_job(
+            session,
+            namespace=traj.namespace,
+            kind=CARD_JOB,
+            payload={"task": traj.task, "task_hash": traj.task_hash},
+            dedup_key=f"{CARD_JOB}:{traj.namespace}:{traj.task_hash}",
+            once=False,
+            priority=50,
+        )
+
+
 class ExemplarReflector:
     """Job handler for `trajectory.closed`: exemplars for every step, embedded and
     written with their evidence and index feed entries."""
@@ -180,6 +209,7 @@ class ExemplarReflector:
                 touched.append(row.pk)
             repo.refresh_evidence_stats(session, touched)
             repo.append_changes(session, namespace, changes)
+            queue_follow_ups(session, traj, settings)
 
         return write
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from reflectors import contrastive, evidence_cards
 from reflectors.embed import ReembedReflection
 from reflectors.exemplars import ExemplarReflector
 from reflectors.worker import Worker, WorkerConfig
@@ -45,6 +46,8 @@ def make_worker(settings: Settings, db: Database, embedder: Embedder) -> Worker:
     handlers = {
         CLOSED_JOB_KIND: ExemplarReflector(db, embedder),
         EMBED_JOB_KIND: ReembedReflection(db, embedder),
+        contrastive.JOB_KIND: contrastive.ContrastiveReflector(db, embedder),
+        evidence_cards.JOB_KIND: evidence_cards.EvidenceCardReflector(db, embedder),
     }
     return Worker(db, handlers, config)
 

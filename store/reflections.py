@@ -354,3 +354,40 @@ def unlink_trajectory(session: Session, namespace: str, trajectory_pk: int) -> i
         append_changes(session, namespace, [(kind, pk, "delete") for pk, kind in orphans])
     refresh_evidence_stats(session, sorted(still_cited))
     return len(orphans)
+
+
+def replace_evidence(session: Session, reflection_pk: int, evidence: Sequence[EvidenceIn]) -> None:
+    """Make the reflection cite exactly this evidence (a rebuilt card drops the
+    rollouts it no longer draws on), then refresh its statistics."""
+    session.execute(delete(ReflectionEvidence).where(ReflectionEvidence.reflection_pk == reflection_pk))
+    add_evidence(session, reflection_pk, evidence)
+    refresh_evidence_stats(session, [reflection_pk])
+
+
+def exemplars_with_vectors(
+    session: Session, namespace: str, environment: str | None, model: str, limit: int
+) -> list[tuple[Reflection, np.ndarray]]:
+    """The environment's most-seen active exemplars with their state vectors."""
+    stmt = (
+        select(Reflection, Embedding.vector)
+        .join(Embedding, (Embedding.reflection_pk == Reflection.pk) & (Embedding.field == "state"))
+        .where(
+            Reflection.namespace == namespace,
+            Reflection.kind == "exemplar",
+            Reflection.status == "active",
+            Embedding.model == model,
+            Reflection.environment.is_(None) if environment is None else Reflection.environment == environment,
+        )
+        .order_by(Reflection.evidence_count.desc(), Reflection.pk)
+        .limit(limit)
+    )
+    return [(row, np.frombuffer(blob, dtype="<f4")) for row, blob in session.execute(stmt)]
+
+
+def list_by_reflector(session: Session, namespace: str, reflector: str, environment: str | None) -> list[Reflection]:
+    stmt = select(Reflection).where(
+        Reflection.namespace == namespace,
+        Reflection.reflector == reflector,
+        Reflection.environment.is_(None) if environment is None else Reflection.environment == environment,
+    )
+    return list(session.scalars(stmt))

@@ -147,3 +147,32 @@ def delete_trajectory(session: Session, trajectory: Trajectory) -> tuple[int, in
 
 def count_trajectories(session: Session, namespace: str) -> int:
     return session.scalar(select(func.count()).select_from(Trajectory).where(Trajectory.namespace == namespace)) or 0
+
+
+def latest_group_ids(session: Session, namespace: str, task_hash: str, limit: int) -> list[str]:
+    """The rollout groups of a task with the most recently closed trajectories."""
+    stmt = (
+        select(Trajectory.group_id)
+        .where(
+            Trajectory.namespace == namespace,
+            Trajectory.task_hash == task_hash,
+            Trajectory.status == "closed",
+            Trajectory.group_id.is_not(None),
+        )
+        .group_by(Trajectory.group_id)
+        .order_by(func.max(Trajectory.closed_at).desc(), Trajectory.group_id)
+        .limit(limit)
+    )
+    return [g for g in session.scalars(stmt) if g is not None]
+
+
+def closed_in_groups(session: Session, namespace: str, task_hash: str, group_ids: list[str]) -> list[Trajectory]:
+    if not group_ids:
+        return []
+    stmt = select(Trajectory).where(
+        Trajectory.namespace == namespace,
+        Trajectory.task_hash == task_hash,
+        Trajectory.status == "closed",
+        Trajectory.group_id.in_(group_ids),
+    )
+    return list(session.scalars(stmt.order_by(Trajectory.pk)))

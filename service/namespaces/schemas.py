@@ -36,12 +36,33 @@ class RankingSettings(RequestModel):
     recency_half_life_days: float = Field(30.0, gt=0.0, description="age at which recency counts half")
 
 
+class ContrastiveSettings(RequestModel):
+    """The offline contrastive-heuristics reflector (docs/reflection.md)."""
+
+    enabled: bool = True
+    similarity: float = Field(0.85, ge=0.5, le=1.0, description="cosine that puts two states in one neighbourhood")
+    min_support: int = Field(5, ge=1, description="attempts an action needs before it becomes a heuristic")
+    min_confidence: float = Field(0.5, ge=0.0, le=1.0, description="Wilson lower bound the rate must reach")
+    min_lift: float = Field(0.2, ge=0.0, le=1.0, description="how much better a 'prefer' action must do")
+
+
+class EvidenceCardSettings(RequestModel):
+    enabled: bool = True
+    groups: int = Field(3, ge=1, le=100, description="latest rollout groups a task's card draws on")
+
+
+class ReflectionSettings(RequestModel):
+    contrastive: ContrastiveSettings = Field(default_factory=ContrastiveSettings)
+    evidence_cards: EvidenceCardSettings = Field(default_factory=EvidenceCardSettings)
+
+
 class NamespaceSettings(RequestModel):
     """Per-namespace behaviour; every field has a default, unknown fields are refused."""
 
     gamma: float = Field(0.95, ge=0.0, le=1.0, description="discount for return-to-go")
     state_text: StateTextSettings = Field(default_factory=StateTextSettings)
     ranking: RankingSettings = Field(default_factory=RankingSettings)
+    reflection: ReflectionSettings = Field(default_factory=ReflectionSettings)
 
 
 class NamespaceCreate(RequestModel):
@@ -53,6 +74,7 @@ class NamespaceSettingsRead(ResponseModel):
     gamma: float = 0.95
     state_text: dict[str, Any] = Field(default_factory=dict)
     ranking: dict[str, Any] = Field(default_factory=dict)
+    reflection: dict[str, Any] = Field(default_factory=dict)
 
 
 def parse_settings(stored: dict[str, Any]) -> NamespaceSettings:

@@ -30,7 +30,7 @@ from service.retrieval.schemas import (
     RetrieveResponse,
     UtilityRead,
 )
-from service.retrieval.state_text import internal_text, state_text
+from service.retrieval.state_text import TASK_KEYED, internal_text, state_text, task_query_text
 from service.trajectories.service import task_hash
 from store import namespaces as namespaces_repo
 from store import reflections as reflections_repo
@@ -42,6 +42,17 @@ from store.models import Reflection, utcnow
 
 EVIDENCE_PER_ITEM = 5
 MIN_FETCH = 50
+
+
+@dataclass
+class _Query:
+    state: np.ndarray
+    internal: np.ndarray | None
+    task: np.ndarray | None
+
+    def for_kind(self, kind: str) -> np.ndarray | None:
+        """The vector an item of this kind is matched against (None: not matchable)."""
+        return self.task if kind in TASK_KEYED else self.state
 
 
 @dataclass
@@ -88,8 +99,8 @@ class RetrievalService:
         waited_ms = wait_for(self.db, ns, token, req.wait_timeout_ms) if token else 0
         self.registry.sync(ns, force=token is not None)
 
-        q_state, q_internal = self._embed_query(req, settings)
-        candidates = self._candidates(ns, req, settings, q_state, q_internal, baseline)
+        query = self._embed_query(req, settings)
+        candidates = self._candidates(ns, req, settings, query, baseline)
         chosen = self._choose(candidates, req)
 
         with self.db.read() as session:
@@ -120,19 +131,26 @@ class RetrievalService:
         self.registry.sync(ns, force=True)
         return waited
 
-    def _embed_query(self, req: RetrieveRequest, settings: NamespaceSettings) -> tuple[np.ndarray, np.ndarray | None]:
-        s_text = state_text(settings.state_text, observation=req.state.observation, data=req.state.data, task=req.task)
+    def _embed_query(self, req: RetrieveRequest, settings: NamespaceSettings) -> _Query:
+        texts = {
+            "state": state_text(
+                settings.state_text, observation=req.state.observation, data=req.state.data, task=req.task
+            )
+        }
         i_text = internal_text(req.internal_state, settings.state_text.max_chars)
-        vectors = self.embedder.encode([s_text] if i_text is None else [s_text, i_text])
-        return vectors[0], (vectors[1] if i_text is not None else None)
+        if i_text is not None:
+            texts["internal"] = i_text
+        if req.task and TASK_KEYED.intersection(req.kinds):
+            texts["task"] = task_query_text(req.task)
+        vectors = dict(zip(texts, self.embedder.encode(list(texts.values())), strict=True))
+        return _Query(state=vectors["state"], internal=vectors.get("internal"), task=vectors.get("task"))
 
     def _candidates(
         self,
         ns: str,
         req: RetrieveRequest,
         settings: NamespaceSettings,
-        q_state: np.ndarray,
-        q_internal: np.ndarray | None,
+        query: _Query,
         baseline: float,
     ) -> list[_Candidate]:
         f = req.filters
@@ -154,11 +172,11 @@ class RetrievalService:
             pks: set[int] = set()
             exhausted = True
             for kind in req.kinds:
-                for field, query in (("state", q_state), ("internal", q_internal)):
+                for field, vector in (("state", query.for_kind(kind)), ("internal", query.internal)):
                     index = self.registry.index(ns, kind, field)
-                    if index is None or query is None or len(index) == 0:
+                    if index is None or vector is None or len(index) == 0:
                         continue
-                    _, ids = index.search(query.reshape(1, -1), min(fetch, len(index)))
+                    _, ids = index.search(vector.reshape(1, -1), min(fetch, len(index)))
                     found = [int(i) for i in ids[0] if i >= 0]
                     pks.update(found)
                     exhausted = exhausted and len(found) >= len(index)
@@ -168,10 +186,12 @@ class RetrievalService:
             out = []
             for row in rows:
                 vecs = vectors.get(row.pk, {})
-                if "state" not in vecs:
+                q_main = query.for_kind(row.kind)
+                if "state" not in vecs or q_main is None:
                     continue
-                s_sim = float(vecs["state"] @ q_state)
-                i_sim = float(vecs["internal"] @ q_internal) if q_internal is not None and "internal" in vecs else None
+                s_sim = float(vecs["state"] @ q_main)
+                q_int = query.internal
+                i_sim = float(vecs["internal"] @ q_int) if q_int is not None and "internal" in vecs else None
                 sim = ranking.joint_similarity(s_sim, i_sim, weight)
                 util = ranking.utility(row.successes, row.failures, row.uses, baseline)
                 rec = ranking.recency_factor(row.updated_at, now, settings.ranking)

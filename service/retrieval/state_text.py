@@ -47,3 +47,12 @@ def internal_text(internal_state: str | None, max_chars: int) -> str | None:
     if internal_state is None or not internal_state.strip():
         return None
     return internal_state.strip()[:max_chars]
+
+
+# Kinds that describe a task rather than a state (evidence cards, rubrics): indexed
+# by their task's text and matched against the query's task.
+TASK_KEYED = frozenset({"evidence_card", "rubric"})
+
+
+def task_query_text(task: str) -> str:
+    return f"Task: {task}"

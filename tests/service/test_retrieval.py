@@ -59,7 +59,7 @@ def test_state_matched_exemplar_comes_first_with_its_fields(api: TestClient) -> 
         api, "t1", [step(KITCHEN, "boil water", reward=0.0), step(GARDEN, "water roses", reward=1.0)], {"success": True}
     )
     ingest(api, "t2", [step(CELLAR, "open barrel", result="It is sealed.", reward=0.0)], {"success": False})
-    assert drain(api) == 2
+    assert drain(api) >= 2  # the exemplar jobs, then the coalesced contrastive recount
     out = retrieve(api, "The kitchen: a kettle on the stove, a sink.", k=3)
     assert out["gamma"] == 0.5 and out["retrieval_id"].startswith("r_")
     first = out["items"][0]

@@ -1,0 +1,34 @@
+"""The LLM layer of the reflectors: settings, the JSON-completion client, token
+budgets, the answer schemas, and the errors that tell the worker whether to retry.
+
+Reflectors use it as:
+
+    result = client.complete_json(prompt.render(**values), HeuristicsOut,
+                                  namespace=job.namespace, purpose=prompt.id,
+                                  context={"step_indexes": [...]})
+"""
+
+from reflectors.llm.answers import Message
+from reflectors.llm.budget import InMemoryTokenBudget, Reservation, TokenBudget, estimate_tokens
+from reflectors.llm.client import LLMClient, LLMResult
+from reflectors.llm.errors import LLMBudgetExceeded, LLMError, LLMOutputError, LLMRequestError, LLMUnavailable
+from reflectors.llm.json_schema import response_format, strict_json_schema
+from reflectors.llm.settings import LLMSettings
+
+__all__ = [
+    "InMemoryTokenBudget",
+    "LLMBudgetExceeded",
+    "LLMClient",
+    "LLMError",
+    "LLMOutputError",
+    "LLMRequestError",
+    "LLMResult",
+    "LLMSettings",
+    "LLMUnavailable",
+    "Message",
+    "Reservation",
+    "TokenBudget",
+    "estimate_tokens",
+    "response_format",
+    "strict_json_schema",
+]

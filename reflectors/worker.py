@@ -161,7 +161,8 @@ class Worker:
             log.warning("job %s: lease lost to another worker, results discarded", job.id)
         except Exception as exc:  # every failure is recorded on the job, none is lost
             transient = isinstance(exc, TransientError | OperationalError | TimeoutError | ConnectionError)
-            retry_in = self._backoff(job.attempts) if transient else None
+            hint = getattr(exc, "retry_after", None)  # e.g. a rate limit's Retry-After
+            retry_in = (hint if hint is not None else self._backoff(job.attempts)) if transient else None
             detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
             if not transient:
                 detail += "\n" + "".join(traceback.format_tb(exc.__traceback__)[-5:])

@@ -11,6 +11,8 @@ from typing import Literal
 from pydantic import BaseModel, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from reflectors.llm.settings import LLMSettings
+
 
 class Limits(BaseModel):
     """Input limits. Anything over them is refused with a 4xx naming the field."""
@@ -81,6 +83,9 @@ class Settings(BaseSettings):
     embedding: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
     index: IndexSettings = Field(default_factory=IndexSettings)
     worker: WorkerSettings = Field(default_factory=WorkerSettings)
+    llm: LLMSettings = Field(
+        default_factory=LLMSettings, description="an OpenAI-compatible endpoint for LLM reflectors (off when unset)"
+    )
 
     @property
     def resolved_database_url(self) -> str:

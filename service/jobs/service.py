@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from sqlalchemy.orm import Session
+
 from service.auth import Permission, Principal
 from service.errors import Conflict, InvalidInput, NotFound
 from service.jobs.schemas import JobRead
@@ -57,23 +59,23 @@ class JobService:
     def get(self, principal: Principal, ns: str, id: str) -> JobRead:
         principal.require(Permission.JOBS_READ, ns)
         with self.db.read() as session:
-            self.namespaces.require(session, ns)
-            job = repo.get_job(session, _job_id(id))
-            if job is None or job.namespace != ns:
-                raise NotFound(f"job {id} not found in namespace {ns!r}", field="id")
-            return _read(job)
+            return _read(self._get_or_404(session, ns, id))
 
     def retry(self, principal: Principal, ns: str, id: str) -> JobRead:
         """A failed job goes back to the queue with a fresh attempt budget."""
         principal.require(Permission.JOBS_MANAGE, ns)
         with self.db.write() as session:
-            self.namespaces.require(session, ns)
-            job = repo.get_job(session, _job_id(id))
-            if job is None or job.namespace != ns:
-                raise NotFound(f"job {id} not found in namespace {ns!r}", field="id")
+            job = self._get_or_404(session, ns, id)
             if job.status != "failed":
                 raise Conflict(
                     f"job {id} is {job.status}; only failed jobs are retried", field="id", rule="failed_only"
                 )
             job = repo.retry_job(session, ns, job.id)
             return _read(job)  # type: ignore[arg-type]
+
+    def _get_or_404(self, session: Session, ns: str, id: str) -> Job:
+        self.namespaces.require(session, ns)
+        job = repo.get_job(session, _job_id(id))
+        if job is None or job.namespace != ns:
+            raise NotFound(f"job {id} not found in namespace {ns!r}", field="id")
+        return job

@@ -29,6 +29,7 @@ from sqlalchemy.orm import Session
 from reflectors.contrastive import JOB_KIND as CONTRASTIVE_JOB
 from reflectors.embed import encode_texts
 from reflectors.evidence_cards import JOB_KIND as CARD_JOB
+from reflectors.llm_reflectors.triggers import queue_llm_reflection
 from reflectors.worker import JobView, TransientError, Write
 from service.namespaces.schemas import NamespaceSettings, parse_settings
 from service.retrieval.state_text import internal_text, state_text
@@ -137,9 +138,10 @@ def build_exemplars(traj: Trajectory, steps: list[Step], settings: NamespaceSett
     return list(by_id.values())
 
 
-def queue_follow_ups(session: Session, traj: Trajectory, settings: NamespaceSettings) -> None:
+def queue_follow_ups(session: Session, traj: Trajectory, settings: NamespaceSettings, *, llm: bool = False) -> None:
     """Reflection that builds on the new exemplars, coalesced: many episodes closing
-    at once make one recount per environment and one card per task."""
+    at once make one recount per environment and one card per task. With `llm`
+    (this worker has an LLM configured), the LLM reflectors' jobs too."""
     r = settings.reflection
     if r.contrastive.enabled:
         jobs_repo.enqueue_job(
@@ -161,15 +163,19 @@ def queue_follow_ups(session: Session, traj: Trajectory, settings: NamespaceSett
             once=False,
             priority=50,
         )
+    if llm:
+        queue_llm_reflection(session, traj, settings)
 
 
 class ExemplarReflector:
     """Job handler for `trajectory.closed`: exemplars for every step, embedded and
-    written with their evidence and index feed entries."""
+    written with their evidence and index feed entries. `llm_reflection`: the LLM
+    reflectors are registered in this worker, so their jobs are queued too."""
 
-    def __init__(self, db: Database, embedder: Embedder) -> None:
+    def __init__(self, db: Database, embedder: Embedder, *, llm_reflection: bool = False) -> None:
         self.db = db
         self.embedder = embedder
+        self.llm_reflection = llm_reflection
 
     def __call__(self, job: JobView) -> Write | None:
         with self.db.read() as session:
@@ -209,7 +215,7 @@ class ExemplarReflector:
                 touched.append(row.pk)
             repo.refresh_evidence_stats(session, touched)
             repo.append_changes(session, namespace, changes)
-            queue_follow_ups(session, traj, settings)
+            queue_follow_ups(session, traj, settings, llm=self.llm_reflection)
 
         return write
 

@@ -17,7 +17,7 @@ import random
 import socket
 import threading
 import traceback
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -76,26 +76,29 @@ class Worker:
         handlers: Mapping[str, Handler],
         config: WorkerConfig | None = None,
         worker_id: str | None = None,
+        slow_kinds: Collection[str] = (),
     ) -> None:
         self.db = db
         self.handlers = dict(handlers)
+        self.slow_kinds = frozenset(slow_kinds)
         self.config = config or WorkerConfig()
         self.worker_id = worker_id or default_worker_id()
         self._stop = threading.Event()
         self._wake = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._threads: list[threading.Thread] = []
+        self._closers: list[Callable[[], None]] = []
 
     # -- running -----------------------------------------------------------
 
-    def run_once(self) -> int:
-        """Claim and run one round of jobs; returns how many were claimed."""
+    def run_once(self, kinds: list[str] | None = None) -> int:
+        """Claim and run one round of jobs (of `kinds`, default all); returns how many."""
         with self.db.write() as session:
             claimed = jobs_repo.claim_jobs(
                 session,
                 worker_id=self.worker_id,
                 limit=self.config.concurrency,
                 lease_seconds=self.config.lease_seconds,
-                kinds=list(self.handlers),
+                kinds=kinds or list(self.handlers),
             )
             views = [JobView(j.id, j.namespace, j.kind, dict(j.payload), j.attempts) for j in claimed]
         if len(views) == 1:
@@ -106,7 +109,7 @@ class Worker:
         return len(views)
 
     def run_until_idle(self, max_rounds: int = 10_000) -> int:
-        """Drain what is runnable now (tests, `reflexa reindex`); returns jobs run."""
+        """Drain what is runnable now (tests, `reflexa worker --until-idle`); returns jobs run."""
         total = 0
         for _ in range(max_rounds):
             n = self.run_once()
@@ -115,10 +118,18 @@ class Worker:
             total += n
         return total
 
-    def run_forever(self) -> None:
+    def lanes(self) -> list[list[str]]:
+        """Job kinds grouped so slow work never holds up fast work: a lane for the
+        fast kinds (indexing, offline reflection) and one for `slow_kinds` (LLM calls
+        that may take a minute each)."""
+        fast = [k for k in self.handlers if k not in self.slow_kinds]
+        slow = [k for k in self.handlers if k in self.slow_kinds]
+        return [lane for lane in (fast, slow) if lane]
+
+    def run_forever(self, kinds: list[str] | None = None) -> None:
         while not self._stop.is_set():
             try:
-                n = self.run_once()
+                n = self.run_once(kinds)
             except OperationalError as exc:  # the database blinked: wait and go on
                 log.warning("claiming jobs failed: %s", exc)
                 n = 0
@@ -127,14 +138,32 @@ class Worker:
                 self._wake.clear()
 
     def start(self) -> None:
-        """Run in a background thread (the embedded `reflexa serve`)."""
-        self._thread = threading.Thread(target=self.run_forever, name="reflexa-worker", daemon=True)
-        self._thread.start()
+        """Run in background threads, one per lane (the embedded `reflexa serve`)."""
+        self._threads = [
+            threading.Thread(target=self.run_forever, args=(lane,), name=f"reflexa-worker-{i}", daemon=True)
+            for i, lane in enumerate(self.lanes())
+        ]
+        for thread in self._threads:
+            thread.start()
+
+    def serve(self) -> None:
+        """Run every lane until `stop` (a `reflexa worker` process): slow lanes in
+        threads, the first lane in the calling thread."""
+        first, *rest = self.lanes() or [[]]
+        self._threads = [
+            threading.Thread(target=self.run_forever, args=(lane,), name=f"reflexa-worker-{i + 1}", daemon=True)
+            for i, lane in enumerate(rest)
+        ]
+        for thread in self._threads:
+            thread.start()
+        self.run_forever(first)
+        for thread in self._threads:
+            thread.join()
 
     @property
     def running(self) -> bool:
-        """A background thread was started and is alive."""
-        return self._thread is not None and self._thread.is_alive()
+        """Background threads were started and are all alive."""
+        return bool(self._threads) and all(t.is_alive() for t in self._threads)
 
     def wake(self) -> None:
         """New work was queued in this process: look now instead of at the next poll."""
@@ -143,8 +172,21 @@ class Worker:
     def stop(self, timeout: float = 30.0) -> None:
         self._stop.set()
         self._wake.set()
-        if self._thread is not None:
-            self._thread.join(timeout)
+        for thread in self._threads:
+            thread.join(timeout)
+
+    def on_close(self, closer: Callable[[], None]) -> None:
+        """Release something the handlers share (an LLM client's connections) at `close`."""
+        self._closers.append(closer)
+
+    def close(self) -> None:
+        """After `stop`: release what the handlers hold. Idempotent."""
+        closers, self._closers = self._closers, []
+        for closer in closers:
+            try:
+                closer()
+            except Exception as exc:  # shutting down: log, go on with the rest
+                log.warning("closing worker resources failed: %s", exc)
 
     # -- one job -----------------------------------------------------------
 

@@ -119,6 +119,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             yield
         finally:
             services.worker.stop()
+            services.worker.close()
             services.registry.save_all()
             db.dispose()
 

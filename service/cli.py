@@ -127,7 +127,7 @@ def _worker(args: argparse.Namespace) -> int:
         n = worker.run_until_idle()
         print(f"ran {n} jobs", file=sys.stderr)
     else:
-        worker.run_forever()
+        worker.serve()
     services.db.dispose()
     return 0
 

@@ -8,7 +8,9 @@ from dataclasses import dataclass
 from reflectors import contrastive, evidence_cards
 from reflectors.embed import ReembedReflection
 from reflectors.exemplars import ExemplarReflector
-from reflectors.worker import Worker, WorkerConfig
+from reflectors.llm import LLMClient
+from reflectors.llm_reflectors import make_handlers as make_llm_handlers
+from reflectors.worker import Handler, Worker, WorkerConfig
 from service.jobs.service import JobService
 from service.keys.service import KeyService
 from service.limits import LimitChecker
@@ -43,13 +45,20 @@ def make_worker(settings: Settings, db: Database, embedder: Embedder) -> Worker:
     config = WorkerConfig(
         concurrency=w.concurrency, lease_seconds=w.lease_seconds, poll_interval=w.poll_interval_ms / 1000
     )
+    llm = LLMClient(settings.llm) if settings.llm.enabled else None  # one per process: its pool and limits
     handlers = {
-        CLOSED_JOB_KIND: ExemplarReflector(db, embedder),
+        CLOSED_JOB_KIND: ExemplarReflector(db, embedder, llm_reflection=llm is not None),
         EMBED_JOB_KIND: ReembedReflection(db, embedder),
         contrastive.JOB_KIND: contrastive.ContrastiveReflector(db, embedder),
         evidence_cards.JOB_KIND: evidence_cards.EvidenceCardReflector(db, embedder),
     }
-    return Worker(db, handlers, config)
+    slow: dict[str, Handler] = make_llm_handlers(db, embedder, llm) if llm is not None else {}
+    # With no LLM configured these jobs are neither queued nor claimed. With one, they
+    # run in their own lane, so a minute-long LLM call never delays indexing.
+    worker = Worker(db, {**handlers, **slow}, config, slow_kinds=slow)
+    if llm is not None:
+        worker.on_close(llm.close)
+    return worker
 
 
 @dataclass

@@ -391,3 +391,73 @@ def list_by_reflector(session: Session, namespace: str, reflector: str, environm
         Reflection.environment.is_(None) if environment is None else Reflection.environment == environment,
     )
     return list(session.scalars(stmt))
+
+
+def pool_with_vectors(
+    session: Session,
+    namespace: str,
+    *,
+    kind: str,
+    environment: str | None,
+    reflectors: Sequence[str],
+    model: str,
+    limit: int,
+) -> list[tuple[Reflection, np.ndarray]]:
+    """The not-retired reflections of one kind, environment and set of reflectors
+    with their state vectors of `model` (rows without one are left out), newest
+    first: the pool an LLM reflector compares a new item against."""
+    stmt = (
+        select(Reflection, Embedding.vector)
+        .join(Embedding, (Embedding.reflection_pk == Reflection.pk) & (Embedding.field == "state"))
+        .where(
+            Reflection.namespace == namespace,
+            Reflection.kind == kind,
+            Reflection.status != "retired",
+            Reflection.reflector.in_(list(reflectors)),
+            Embedding.model == model,
+            Reflection.environment.is_(None) if environment is None else Reflection.environment == environment,
+        )
+        .order_by(Reflection.pk.desc())
+        .limit(limit)
+    )
+    return [(row, np.frombuffer(blob, dtype="<f4")) for row, blob in session.execute(stmt)]
+
+
+def cited_by_reflectors(session: Session, namespace: str, trajectory_pk: int, reflectors: Sequence[str]) -> bool:
+    """Whether any reflection of these reflectors already cites the trajectory (an
+    LLM reflection job whose results were written)."""
+    stmt = (
+        select(ReflectionEvidence.pk)
+        .join(Reflection, Reflection.pk == ReflectionEvidence.reflection_pk)
+        .where(
+            ReflectionEvidence.trajectory_pk == trajectory_pk,
+            Reflection.namespace == namespace,
+            Reflection.reflector.in_(list(reflectors)),
+        )
+        .limit(1)
+    )
+    return session.scalar(stmt) is not None
+
+
+def cites_trajectory(session: Session, reflection_pk: int, trajectory_pk: int) -> bool:
+    """Whether the reflection has any evidence from the trajectory."""
+    stmt = (
+        select(ReflectionEvidence.pk)
+        .where(ReflectionEvidence.reflection_pk == reflection_pk, ReflectionEvidence.trajectory_pk == trajectory_pk)
+        .limit(1)
+    )
+    return session.scalar(stmt) is not None
+
+
+def evidence_value_sum(session: Session, reflection_pk: int) -> float:
+    """The sum of the evidence rows' values (for LLM pool items: their votes)."""
+    stmt = select(func.coalesce(func.sum(ReflectionEvidence.value), 0.0)).where(
+        ReflectionEvidence.reflection_pk == reflection_pk
+    )
+    return float(session.scalar(stmt) or 0.0)
+
+
+def evidence_trajectory_pks(session: Session, reflection_pk: int) -> set[int]:
+    """The trajectories the reflection cites."""
+    stmt = select(ReflectionEvidence.trajectory_pk).where(ReflectionEvidence.reflection_pk == reflection_pk)
+    return set(session.scalars(stmt.distinct()))

@@ -176,3 +176,19 @@ def closed_in_groups(session: Session, namespace: str, task_hash: str, group_ids
         Trajectory.group_id.in_(group_ids),
     )
     return list(session.scalars(stmt.order_by(Trajectory.pk)))
+
+
+def recent_closed_with_outcome(session: Session, namespace: str, task_hash: str, limit: int) -> list[Trajectory]:
+    """The task's most recently closed trajectories whose success is known, newest first."""
+    stmt = (
+        select(Trajectory)
+        .where(
+            Trajectory.namespace == namespace,
+            Trajectory.task_hash == task_hash,
+            Trajectory.status == "closed",
+            Trajectory.success.is_not(None),
+        )
+        .order_by(Trajectory.closed_at.desc(), Trajectory.pk.desc())
+        .limit(limit)
+    )
+    return list(session.scalars(stmt))

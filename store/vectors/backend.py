@@ -31,6 +31,15 @@ class BackendState:
     index: faiss.Index | None = None
 
 
+@dataclass(frozen=True)
+class BackendStats:
+    """Structure-specific health figures (zero where a structure has no such thing)."""
+
+    tombstones: int = 0
+    lists: int = 0
+    imbalance: float = 0.0
+
+
 class Backend(Protocol):
     """One index structure. Not thread-safe by itself: VectorIndex serialises writes
     and lets only searches (and other reads) run concurrently."""
@@ -69,6 +78,10 @@ class Backend(Protocol):
     def needs_rebuild(self) -> bool:
         """True when the structure has degraded (tombstones, outgrown training) so
         that rebuilding it from export() would serve better."""
+        ...
+
+    def stats(self) -> BackendStats:
+        """Tombstones (HNSW), list count and imbalance (IVF)."""
         ...
 
     def tune(self, *, nprobe: int, ef_search: int) -> None:

@@ -14,7 +14,7 @@ from typing import ClassVar
 import faiss
 import numpy as np
 
-from store.vectors.backend import BackendState, empty_result, excluding, padded, require
+from store.vectors.backend import BackendState, BackendStats, empty_result, excluding, padded, require
 
 
 class ExactBackend:
@@ -87,6 +87,9 @@ class ExactBackend:
 
     def needs_rebuild(self) -> bool:
         return False
+
+    def stats(self) -> BackendStats:
+        return BackendStats()
 
     def tune(self, *, nprobe: int, ef_search: int) -> None:
         """Exact search has no effort knob."""

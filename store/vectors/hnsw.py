@@ -17,7 +17,7 @@ from typing import ClassVar
 import faiss
 import numpy as np
 
-from store.vectors.backend import BackendState, empty_result, excluding, padded, require
+from store.vectors.backend import BackendState, BackendStats, empty_result, excluding, padded, require
 
 
 class HNSWBackend:
@@ -49,10 +49,6 @@ class HNSWBackend:
 
     def __len__(self) -> int:
         return len(self._internal)
-
-    @property
-    def tombstones(self) -> int:
-        return self._tombstones
 
     def present(self, ids: np.ndarray) -> np.ndarray:
         internal = self._internal
@@ -108,6 +104,9 @@ class HNSWBackend:
 
     def needs_rebuild(self) -> bool:
         return self._tombstones > self._max_tombstone_ratio * self._index.ntotal
+
+    def stats(self) -> BackendStats:
+        return BackendStats(tombstones=self._tombstones)
 
     def tune(self, *, nprobe: int, ef_search: int) -> None:
         self._ef_search = ef_search

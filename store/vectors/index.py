@@ -10,16 +10,26 @@ from exact to ANN, compacting HNSW tombstones, retraining an outgrown IVF) is bu
 from a snapshot without any lock that searches need and swapped in at the end:
 searches keep being served by the old structure, other writers wait. Large batches
 are applied in chunks, so a bulk add never blocks searches for more than one chunk.
+
+Threads: faiss parallelises with OpenMP, whose thread count is a per-OS-thread
+setting (a thread the caller's pool created starts with "all cores", whatever the
+main thread set). Two pool threads searching at once on 2 cores then run four
+spinning OpenMP workers and were measured 6x slower than the same searches done one
+after the other. So every call sets the count for its own thread: search_threads
+(1: the API already runs one query per request thread) for searches, build_threads
+(all usable cores by default) for writes and rebuilds.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Collection
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal, get_args
 
+import faiss
 import numpy as np
 
 from store.vectors import fileformat
@@ -33,7 +43,7 @@ from store.vectors.rwlock import ReadWriteLock
 AnnKind = Literal["ivf", "hnsw"]
 FORMAT_VERSION = 1
 # Upserts applied under one exclusive lock hold; bounds how long a bulk add (HNSW
-# inserts cost ~0.2 ms each on 2 cores) can make concurrent searches wait.
+# inserts cost ~0.3 ms each on 2 cores) can make concurrent searches wait.
 WRITE_CHUNK = 1024
 
 
@@ -51,6 +61,8 @@ class IndexConfig:
     nlist: int | None
     nprobe: int
     max_tombstone_ratio: float
+    search_threads: int
+    build_threads: int | None
 
     def __post_init__(self) -> None:
         if self.dim < 1:
@@ -59,15 +71,32 @@ class IndexConfig:
             raise ValueError(f"exact_max must be >= 0, got {self.exact_max}")
         if self.ann not in get_args(AnnKind):
             raise ValueError(f"ann must be one of {get_args(AnnKind)}, got {self.ann!r}")
-        for name in ("ef_construction", "ef_search", "nprobe"):
+        for name in ("ef_construction", "ef_search", "nprobe", "search_threads"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.hnsw_m < 2:
             raise ValueError(f"hnsw_m must be >= 2, got {self.hnsw_m}")
         if self.nlist is not None and self.nlist < 1:
             raise ValueError(f"nlist must be >= 1 or None (automatic), got {self.nlist}")
+        if self.build_threads is not None and self.build_threads < 1:
+            raise ValueError(f"build_threads must be >= 1 or None (all cores), got {self.build_threads}")
         if not 0.0 < self.max_tombstone_ratio < 1.0:
             raise ValueError(f"max_tombstone_ratio must be in (0, 1), got {self.max_tombstone_ratio}")
+
+
+@dataclass(frozen=True)
+class IndexStats:
+    """kind: structure serving searches; size: live vectors; rebuilds: structure
+    switches and rebuilds since construction or load; tombstones: removed vectors
+    an HNSW graph still holds; lists / imbalance: IVF inverted lists and their
+    imbalance factor (1.0 = equal lengths; query cost grows with it)."""
+
+    kind: str
+    size: int
+    rebuilds: int
+    tombstones: int
+    lists: int
+    imbalance: float
 
 
 class VectorIndex:
@@ -84,26 +113,40 @@ class VectorIndex:
         self,
         dim: int,
         *,
-        exact_max: int = 200_000,
-        ann: AnnKind = "hnsw",
+        exact_max: int = 50_000,
+        ann: AnnKind = "ivf",
         hnsw_m: int = 32,
         ef_construction: int = 80,
         ef_search: int = 128,
         nlist: int | None = None,
         nprobe: int = 32,
         max_tombstone_ratio: float = 0.2,
+        search_threads: int = 1,
+        build_threads: int | None = None,
     ) -> None:
         """hnsw_m / ef_construction: graph degree and build beam (memory and build
         time against recall); ef_search: search beam. nlist: IVF lists (None: about
         4*sqrt(N) at build time); nprobe: lists scanned per query.
         max_tombstone_ratio: share of removed-but-still-in-the-graph HNSW nodes that
-        triggers a rebuild."""
+        triggers a rebuild. search_threads / build_threads: faiss (OpenMP) threads
+        per search call and per write (None: all usable cores)."""
         self._config = IndexConfig(
-            dim, exact_max, ann, hnsw_m, ef_construction, ef_search, nlist, nprobe, max_tombstone_ratio
+            dim,
+            exact_max,
+            ann,
+            hnsw_m,
+            ef_construction,
+            ef_search,
+            nlist,
+            nprobe,
+            max_tombstone_ratio,
+            search_threads,
+            build_threads,
         )
         self._backend: Backend = ExactBackend(dim)
         self._rw = ReadWriteLock()
         self._writer = threading.Lock()
+        self._rebuilds = 0
 
     # -- reads -------------------------------------------------------------------
 
@@ -117,12 +160,11 @@ class VectorIndex:
         with self._rw.read():
             return self._backend.kind
 
-    @property
-    def tombstones(self) -> int:
-        """Removed vectors still held by an HNSW graph (0 for other structures)."""
+    def stats(self) -> IndexStats:
+        """Health figures for metrics and operators."""
         with self._rw.read():
             backend = self._backend
-            return backend.tombstones if isinstance(backend, HNSWBackend) else 0
+            return IndexStats(backend.kind, len(backend), self._rebuilds, **asdict(backend.stats()))
 
     def __len__(self) -> int:
         with self._rw.read():
@@ -149,6 +191,7 @@ class VectorIndex:
         if k < 1:
             raise ValueError(f"k must be >= 1, got {k}")
         hidden = np.fromiter(exclude, dtype=np.int64) if exclude is not None and len(exclude) else None
+        faiss.omp_set_num_threads(self._config.search_threads)
         with self._rw.read():
             return self._backend.search(q, k, hidden)
 
@@ -160,6 +203,7 @@ class VectorIndex:
         ids, vectors = self._validated_batch(ids, vectors)
         if not len(ids):
             return
+        self._use_build_threads()
         with self._writer:
             backend = self._backend
             fresh = ~backend.present(ids)
@@ -185,6 +229,7 @@ class VectorIndex:
         """Remove ids (absent ones are ignored); returns how many were present.
         Once this returns, no search returns them."""
         wanted = np.unique(self._validated_ids(ids))
+        self._use_build_threads()
         with self._writer:
             backend = self._backend
             gone = wanted[backend.present(wanted)]
@@ -278,9 +323,14 @@ class VectorIndex:
             return HNSWBackend.restore(c.dim, state, ef_search=c.ef_search, max_tombstone_ratio=c.max_tombstone_ratio)
         raise ValueError(f"unknown index kind {kind!r}")
 
+    def _use_build_threads(self) -> None:
+        threads = self._config.build_threads or len(os.sched_getaffinity(0))
+        faiss.omp_set_num_threads(threads)
+
     def _swap(self, backend: Backend) -> None:
         with self._rw.write():
             self._backend = backend
+            self._rebuilds += 1
 
     def _validated_ids(self, ids: Any) -> np.ndarray:
         array = np.asarray(list(ids) if isinstance(ids, set | frozenset) else ids)

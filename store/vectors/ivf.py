@@ -4,9 +4,19 @@ Ids live in the inverted lists themselves (IndexIVF's native add_with_ids and
 remove_ids): wrapping an IVF index in IndexIDMap2 silently corrupts the id map after
 remove_ids (faiss issues #4535, #1379), so it is never done. A hashtable DirectMap
 makes remove O(removed) instead of a scan of every list, and gives reconstruct()
-for rebuilds. Training happens once, on the vectors present at build time; when the
-index has grown to `regrow_factor` times that size the lists are too long for the
-chosen nlist and needs_rebuild() asks for a retrain.
+for rebuilds.
+
+Training happens once, on the vectors present at build time, so needs_rebuild()
+asks for a retrain in two cases. Growth: past REGROW_FACTOR times the trained size
+the lists are too long for the nlist chosen then. Drift: vectors unlike the
+training set (a new environment family joining a namespace) all land in the few
+lists nearest to them. Recall holds (those are the lists a query for them probes)
+but the cost does not: on agent-state embeddings, training on 25k text-game states
+and then adding 75k gridworld, web and shell states made the largest list 140x the
+mean and doubled median latency. faiss' imbalance factor (expected scan cost
+relative to equal lists: ~1.3 after k-means on this data, 11-13 in that drift case)
+measures exactly this, so a retrain is due when it doubles from its value right
+after the build; `python -m bench.vector_index` reports the drift case.
 """
 
 from __future__ import annotations
@@ -17,12 +27,13 @@ from typing import ClassVar
 import faiss
 import numpy as np
 
-from store.vectors.backend import BackendState, empty_result, excluding, padded, require
+from store.vectors.backend import BackendState, BackendStats, empty_result, excluding, padded, require
 
-# k-means sample per centroid: faiss warns below 39, and more than this buys little
-# centroid quality for a lot of training time (measured on agent-state embeddings).
+# k-means sample per centroid: faiss warns below 39; 64 keeps training 1M vectors
+# into 4000 lists near two minutes on 2 cores.
 TRAIN_POINTS_PER_LIST = 64
 REGROW_FACTOR = 4
+IMBALANCE_GROWTH = 2.0
 
 
 def auto_nlist(n: int) -> int:
@@ -34,10 +45,15 @@ def auto_nlist(n: int) -> int:
 class IVFBackend:
     kind: ClassVar[str] = "ivf"
 
-    def __init__(self, index: faiss.IndexIVFFlat, ids: set[int], trained_n: int, nprobe: int) -> None:
+    def __init__(
+        self, index: faiss.IndexIVFFlat, ids: set[int], *, trained_n: int, baseline_imbalance: float, nprobe: int
+    ) -> None:
+        """`trained_n` / `baseline_imbalance`: size and list imbalance right after
+        the last training, the references for needs_rebuild()."""
         self._index = index
         self._ids = ids
         self._trained_n = trained_n
+        self._baseline_imbalance = baseline_imbalance
         self._nprobe = nprobe
 
     @classmethod
@@ -59,8 +75,9 @@ class IVFBackend:
         sample = min(n, lists * TRAIN_POINTS_PER_LIST)
         rows = np.random.default_rng(seed).choice(n, size=sample, replace=False) if sample < n else slice(None)
         index.train(np.ascontiguousarray(vectors[rows]))
-        backend = cls(index, set(), n, nprobe)
+        backend = cls(index, set(), trained_n=n, baseline_imbalance=1.0, nprobe=nprobe)
         backend.add(ids, vectors)
+        backend._baseline_imbalance = backend._imbalance()
         return backend
 
     def __len__(self) -> int:
@@ -99,13 +116,19 @@ class IVFBackend:
         return ids, self._index.reconstruct_batch(ids)
 
     def needs_rebuild(self) -> bool:
-        return len(self._ids) > REGROW_FACTOR * self._trained_n
+        if len(self._ids) > REGROW_FACTOR * self._trained_n:
+            return True
+        return self._imbalance() > IMBALANCE_GROWTH * self._baseline_imbalance
+
+    def stats(self) -> BackendStats:
+        return BackendStats(lists=self._index.nlist, imbalance=self._imbalance())
 
     def tune(self, *, nprobe: int, ef_search: int) -> None:
         self._nprobe = nprobe
 
     def state(self) -> BackendState:
-        return BackendState(params={"trained_n": self._trained_n}, arrays={"ids": self.ids()}, index=self._index)
+        params = {"trained_n": self._trained_n, "baseline_imbalance": self._baseline_imbalance}
+        return BackendState(params=params, arrays={"ids": self.ids()}, index=self._index)
 
     @classmethod
     def restore(cls, dim: int, state: BackendState, *, nprobe: int) -> IVFBackend:
@@ -119,4 +142,15 @@ class IVFBackend:
         require(index.direct_map.type == faiss.DirectMap.Hashtable, "ivf: missing hashtable direct map")
         live = set(ids.tolist())
         require(len(live) == len(ids), "ivf: duplicate ids")
-        return cls(index, live, int(state.params["trained_n"]), nprobe)
+        return cls(
+            index,
+            live,
+            trained_n=int(state.params["trained_n"]),
+            baseline_imbalance=float(state.params["baseline_imbalance"]),
+            nprobe=nprobe,
+        )
+
+    def _imbalance(self) -> float:
+        """sum(list size^2) * nlist / N^2: the expected scan cost of a query
+        relative to equal lists (computed in C++, microseconds for 4000 lists)."""
+        return self._index.invlists.imbalance_factor() if self._ids else 1.0

@@ -1,0 +1,200 @@
+"""Rubrics from attempts at one task with different outcomes (RubricEM / CRPO).
+
+`reflect.rubrics` (coalesced per task: queued when an attempt of a task closes and
+the task's recent attempts include a success and a failure): the rubrics prompt
+reads up to `rubric_attempts` recent attempts — newest first, alternating successes
+and failures so both are shown — labelled `### Attempt A: <outcome>`, and writes
+2-8 weighted criteria, each either rule-checkable (regex, contains, JSON field, tool
+called, step count) or left to an LLM judge.
+
+One rubric per task (its id is a hash of the task), matched by the task text like
+an evidence card. It is rewritten in place (a new version; the old ones stay in the
+history) once at least `rubric_min_new_attempts` attempts it was not written from
+have closed; its evidence is exactly the attempts of its current version. A retired
+rubric is left alone.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from reflectors.embed import encode_texts, write_vectors
+from reflectors.llm import LLMClient
+from reflectors.llm.schemas import Criterion, RubricOut
+from reflectors.llm_reflectors.common import RUBRICS_NAME, namespace_settings, show_steps, stable_id
+from reflectors.prompts import load_prompt
+from reflectors.prompts.steps import render_outcome
+from reflectors.worker import JobView, Write
+from service.retrieval.state_text import task_query_text
+from store import reflections as repo
+from store import trajectories as trajectories_repo
+from store.database import Database
+from store.embedding.base import Embedder
+from store.models import Trajectory
+
+KIND = "rubric"
+PROMPT = ("rubrics", 1)
+LOOKBACK = 4  # attempts read per attempt shown, to find both outcomes
+FIELD_CHARS = 600  # per step field: several attempts share one prompt
+
+
+def rubric_id(namespace: str, task_hash: str) -> str:
+    return stable_id("rubric_", namespace, task_hash)
+
+
+def pick_attempts(recent: list[Trajectory], limit: int) -> list[Trajectory]:
+    """Up to `limit` of the newest-first `recent`, alternating successes and
+    failures while both last, in chronological order."""
+    wins = [t for t in recent if t.success]
+    losses = [t for t in recent if t.success is False]
+    picked: list[Trajectory] = []
+    while len(picked) < limit and (wins or losses):
+        for side in (wins, losses):
+            if side and len(picked) < limit:
+                picked.append(side.pop(0))
+    return sorted(picked, key=lambda t: t.pk)
+
+
+def mixed(attempts: list[Trajectory]) -> bool:
+    return any(t.success for t in attempts) and any(t.success is False for t in attempts)
+
+
+def _check_text(check: dict[str, Any] | None) -> str:
+    if check is None:
+        return "judged"
+    kind = check["type"]
+    if kind == "regex":
+        return f"rule: {'no ' if check['negate'] else ''}match of /{check['pattern']}/ in {check['target']}"
+    if kind == "contains":
+        return f"rule: {check['target']} {'does not contain' if check['negate'] else 'contains'} {check['text']!r}"
+    if kind == "json_field":
+        value = "" if check["op"] == "exists" else f" {check['value']!r}"
+        return f"rule: {check['target']}.{check['path']} {check['op']}{value}"
+    if kind == "tool_called":
+        upper = "any" if check["max_times"] is None else check["max_times"]
+        return f"rule: tool {check['tool']} called {check['min_times']}..{upper} times"
+    return f"rule: steps {check['min_steps'] or 0}..{check['max_steps'] or 'any'}"
+
+
+def rubric_content(task: str, criteria: list[Criterion], attempts: list[tuple[str, Trajectory]]) -> dict[str, Any]:
+    rows = [
+        {
+            "text": c.text,
+            "weight": c.weight,
+            "check": None if c.check is None else c.check.model_dump(),
+            "rationale": c.rationale,
+        }
+        for c in criteria
+    ]
+    lines = [f"Rubric for task: {task}"]
+    lines += [f"- [{r['weight']:.2f}] {r['text']} ({_check_text(r['check'])})" for r in rows]
+    return {
+        "task": task,
+        "criteria": rows,
+        "attempts": [
+            {"label": label, "trajectory_id": t.id, "success": t.success, "reward": t.reward} for label, t in attempts
+        ],
+        "text": "\n".join(lines),
+    }
+
+
+class RubricsReflector:
+    """Job handler for `reflect.rubrics` (payload: task, task_hash)."""
+
+    def __init__(self, db: Database, embedder: Embedder, llm: LLMClient) -> None:
+        self.db = db
+        self.embedder = embedder
+        self.llm = llm
+
+    def __call__(self, job: JobView) -> Write | None:
+        ns, task, task_hash = job.namespace, job.payload["task"], job.payload["task_hash"]
+        id_ = rubric_id(ns, task_hash)
+        with self.db.read() as session:
+            settings = namespace_settings(session, ns)
+            cfg = settings.reflection.llm
+            if not cfg.enabled or "rubrics" not in cfg.reflectors:
+                return None
+            recent = trajectories_repo.recent_closed_with_outcome(
+                session, ns, task_hash, LOOKBACK * cfg.rubric_attempts
+            )
+            attempts = pick_attempts(recent, cfg.rubric_attempts)
+            if not mixed(attempts):
+                return None
+            existing = repo.get_reflection(session, ns, id_)
+            if existing is not None:
+                if existing.status == "retired":
+                    return None
+                cited = repo.evidence_trajectory_pks(session, existing.pk)
+                if sum(t.pk not in cited for t in attempts) < cfg.rubric_min_new_attempts:
+                    return None  # not enough new to say: the rubric stands
+            steps = trajectories_repo.get_steps_for(session, [t.pk for t in attempts])
+        labelled = [(chr(ord("A") + i), t) for i, t in enumerate(attempts)]
+        per_attempt = max(4, cfg.max_prompt_steps // len(attempts))
+        blocks = []
+        for label, t in labelled:
+            _, text = show_steps(steps[t.pk], per_attempt, max_field_chars=FIELD_CHARS)
+            blocks.append(f"### Attempt {label}: {render_outcome(t.success, t.reward, t.failure_reason)}\n{text}")
+        environments = {t.environment for t in attempts}
+        environment = environments.pop() if len(environments) == 1 else None
+        prompt = load_prompt(*PROMPT)
+        messages = prompt.render(task=task, environment=environment, trajectories="\n\n".join(blocks))
+        result = self.llm.complete_json(messages, RubricOut, namespace=ns, purpose=prompt.id)
+        content = rubric_content(task, result.parsed.criteria, labelled)
+        vectors = encode_texts(self.embedder, [{"state": task_query_text(task)[: settings.state_text.max_chars]}])[0]
+        window = {t.pk for t in attempts}
+        evidence = [
+            repo.EvidenceIn(t.pk, 0, max(0, len(steps[t.pk]) - 1), success=t.success, value=t.reward) for t in attempts
+        ]
+        model = self.embedder.name
+        actor = f"reflector:{RUBRICS_NAME}"
+        note = f"written by {prompt.id} ({result.model}) from attempts " + ", ".join(
+            f"{label} {t.id}" for label, t in labelled
+        )
+
+        def write(session: Session) -> None:
+            repo.lock_feed(session, ns)
+            row = repo.get_reflection(session, ns, id_, for_update=True)
+            if row is None:
+                row = repo.insert_reflection(
+                    session,
+                    {
+                        "namespace": ns,
+                        "id": id_,
+                        "kind": KIND,
+                        "status": "candidate",
+                        "content": content,
+                        "text": content["text"],
+                        "environment": environment,
+                        "task": task,
+                        "reflector": RUBRICS_NAME,
+                        "reflector_version": prompt.id,
+                        "model": result.model,
+                        "source_key": f"{KIND}:{task_hash}",
+                    },
+                    actor=actor,
+                )
+            elif row.status == "retired" or repo.evidence_trajectory_pks(session, row.pk) == window:
+                return  # retired meanwhile, or this very revision was written already
+            else:
+                row.reflector_version, row.model, row.environment = prompt.id, result.model, environment
+                repo.edit_reflection(session, row, content=content, text=content["text"], actor=actor, note=note)
+            write_vectors(session, row, model, vectors)
+            repo.replace_evidence(session, row.pk, evidence)
+            if (
+                row.status == "candidate"
+                and cfg.activation == "evidence"
+                and len(attempts) >= cfg.activation_importance
+            ):
+                repo.set_status(
+                    session,
+                    row,
+                    "active",
+                    action="activate",
+                    actor=actor,
+                    note=f"written from {len(attempts)} attempts with both outcomes "
+                    f"(activation_importance {cfg.activation_importance})",
+                )
+
+        return write

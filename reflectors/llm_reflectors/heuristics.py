@@ -30,12 +30,14 @@ are close and opposite advice for one situation is not.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
+from pydantic import BaseModel
 from sqlalchemy.orm import Session
 
 from reflectors.embed import encode_texts
 from reflectors.llm import LLMClient
+from reflectors.llm.client import LLMResult
 from reflectors.llm.schemas import GoldenNegativeOut, HeuristicItem, HeuristicsOut, PoolOpOut
 from reflectors.llm_reflectors import pool
 from reflectors.llm_reflectors.common import (
@@ -49,7 +51,7 @@ from reflectors.llm_reflectors.common import (
     show_steps,
     stable_id,
 )
-from reflectors.prompts import load_prompt
+from reflectors.prompts import Prompt, load_prompt
 from reflectors.prompts.steps import render_outcome
 from reflectors.worker import JobView, Write
 from store import reflections as repo
@@ -238,6 +240,29 @@ class HeuristicPool:
         return result.parsed, f"{prompt.id} ({result.model})"
 
 
+T = TypeVar("T", bound=BaseModel)
+
+
+def _ask_about_attempt(
+    llm: LLMClient, src: Source, prompt_ref: tuple[str, str], out_model: type[T]
+) -> tuple[Prompt, LLMResult[T]]:
+    """Show one attempt (task, environment, outcome, its steps) to a prompt; the
+    answer may cite only the steps shown."""
+    traj = src.trajectory
+    prompt = load_prompt(*prompt_ref)
+    shown, steps_text = show_steps(src.steps, src.llm.max_prompt_steps)
+    messages = prompt.render(
+        task=traj.task,
+        environment=traj.environment,
+        outcome=render_outcome(traj.success, traj.reward, traj.failure_reason),
+        steps=steps_text,
+    )
+    result = llm.complete_json(
+        messages, out_model, namespace=traj.namespace, purpose=prompt.id, context={"step_indexes": shown}
+    )
+    return prompt, result
+
+
 class HeuristicsReflector:
     """Job handler for `reflect.heuristics` (payload: trajectory_pk)."""
 
@@ -250,18 +275,7 @@ class HeuristicsReflector:
         src = load_source(self.db, job.payload["trajectory_pk"], "heuristics")
         if src is None or _already_reflected(self.db, src):
             return None
-        traj = src.trajectory
-        prompt = load_prompt(*HEURISTICS_PROMPT)
-        shown, steps_text = show_steps(src.steps, src.llm.max_prompt_steps)
-        messages = prompt.render(
-            task=traj.task,
-            environment=traj.environment,
-            outcome=render_outcome(traj.success, traj.reward, traj.failure_reason),
-            steps=steps_text,
-        )
-        result = self.llm.complete_json(
-            messages, HeuristicsOut, namespace=traj.namespace, purpose=prompt.id, context={"step_indexes": shown}
-        )
+        prompt, result = _ask_about_attempt(self.llm, src, HEURISTICS_PROMPT, HeuristicsOut)
         candidates = [Candidate(h, None) for h in result.parsed.heuristics]
         return self.pool.plan(
             src, candidates, reflector=HEURISTICS_NAME, reflector_version=prompt.id, model=result.model
@@ -281,17 +295,7 @@ class GoldenNegativeReflector:
         if src is None or _already_reflected(self.db, src):
             return None
         traj = src.trajectory
-        prompt = load_prompt(*GOLDEN_NEGATIVE_PROMPT)
-        shown, steps_text = show_steps(src.steps, src.llm.max_prompt_steps)
-        messages = prompt.render(
-            task=traj.task,
-            environment=traj.environment,
-            outcome=render_outcome(traj.success, traj.reward, traj.failure_reason),
-            steps=steps_text,
-        )
-        result = self.llm.complete_json(
-            messages, GoldenNegativeOut, namespace=traj.namespace, purpose=prompt.id, context={"step_indexes": shown}
-        )
+        prompt, result = _ask_about_attempt(self.llm, src, GOLDEN_NEGATIVE_PROMPT, GoldenNegativeOut)
         out = result.parsed
         analysis = {
             "trajectory_id": traj.id,

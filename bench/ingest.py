@@ -505,6 +505,10 @@ def _floor_table(report: Report) -> str:
     return "\n".join(lines)
 
 
+def _clients(n: int) -> str:
+    return f"{n} client" if n == 1 else f"{n} clients"
+
+
 def _verdict(report: Report) -> list[str]:
     """Plain statements against the issue's targets, computed from the numbers."""
     lines = []
@@ -512,9 +516,9 @@ def _verdict(report: Report) -> list[str]:
         best = max(dep.levels, key=lambda lv: lv.steps_per_s)
         under = [str(lv.concurrency) for lv in dep.levels if lv.p99_ms < TARGET_P99_MS]
         fast = best.steps_per_s >= TARGET_STEPS_PER_S
-        where = f"{', '.join(under)} client(s)" if under else "no concurrency level"
+        where = f"{', '.join(under)} {'client' if under == ['1'] else 'clients'}" if under else "no concurrency level"
         lines.append(
-            f"- {dep.label}: best {best.steps_per_s:,.0f} steps/s ({best.concurrency} clients), "
+            f"- {dep.label}: best {best.steps_per_s:,.0f} steps/s ({_clients(best.concurrency)}), "
             f"{'meets' if fast else 'misses'} {TARGET_STEPS_PER_S:,} steps/s; "
             f"p99 < {TARGET_P99_MS:.0f} ms at {where}."
         )
@@ -556,7 +560,7 @@ def render_markdown(report: Report) -> str:
         parts += [f"### {dep.label}", "", _table(dep, report.floors.get(dep.backend)), ""]
         if dep.backend == "postgres":
             churn = ", ".join(
-                f"{lv.concurrency} clients: +{lv.cpu.pg_connections_opened}/-{lv.cpu.pg_connections_closed}"
+                f"{_clients(lv.concurrency)}: +{lv.cpu.pg_connections_opened}/-{lv.cpu.pg_connections_closed}"
                 for lv in dep.levels
             )
             parts += [f"PostgreSQL backends opened/closed during the window (pool churn): {churn}.", ""]
@@ -583,7 +587,7 @@ def render_markdown(report: Report) -> str:
         for lv in dep.levels:
             if lv.errors:
                 parts.append(
-                    f"- Errors, {dep.label}, {lv.concurrency} clients: {lv.error_kinds}; first: `{lv.first_error}`"
+                    f"- Errors, {dep.label}, {_clients(lv.concurrency)}: {lv.error_kinds}; first: `{lv.first_error}`"
                 )
     return "\n".join(parts) + "\n"
 
@@ -597,7 +601,7 @@ def render_profiles(report: Report, profile_dir: Path) -> str:
         for lv in dep_result.levels:
             raw = profile_dir / _profile_name(dep, lv.concurrency)
             parts += [
-                f"## {dep.label}, {lv.concurrency} clients: {lv.steps_per_s:,.0f} steps/s, "
+                f"## {dep.label}, {_clients(lv.concurrency)}: {lv.steps_per_s:,.0f} steps/s, "
                 f"p99 {lv.p99_ms:.1f} ms, server {lv.server_cpu_ms_per_request:.2f} CPU ms/request",
                 "",
                 pyspy.markdown_table(raw, rate=pyspy.RATE_HZ, window_s=lv.window_s, requests=lv.answered)

@@ -3,7 +3,10 @@ and 1M indexed items, against the raw floor (the same encode + index search in o
 process) and against mem0 on the same workload.
 
     python -m bench.retrieval [--sizes 10000,100000,1000000] [--quick] [--skip-mem0]
-                              [--out docs/benchmarks.md] [--out results.json]
+                              [--out docs/benchmarks.md] [--out results.json] [--profile DIR]
+
+Server settings can be varied through the environment: the servers inherit every
+`REFLEXA_*` variable (e.g. REFLEXA_WORKER__CONCURRENCY=2), and the report lists them.
 
 What it does, per size N:
 
@@ -21,15 +24,16 @@ What it does, per size N:
 2. Start the real server (`python -m uvicorn service.app:create_app --factory`,
    in-process worker off) and send a first retrieve: it builds the namespace's index
    from the embeddings table, so its latency is the index build time; then the
-   server's RSS.
-3. Sequential retrieves (k=10, keep-alive) of held-out query states never seen by
-   the server (the embedding cache misses), then the same queries again (the cache
-   hits), then 4 concurrent clients for a fixed window on fresh queries and on
-   cached ones.
-4. Stop the server (it saves its index snapshot), load that snapshot in this process
-   and run the raw floor: the same ONNX encode (1 thread, no cache) + the same index
-   search, one query at a time. Recall@10 of the served items and of the raw index
-   against exact brute force over the same vectors.
+   server's RSS. Stop it: it saves the index snapshot, which this process loads for
+   the raw floor.
+3. Start the server again (on the snapshot) and send sequential retrieves (k=10,
+   keep-alive) of held-out query states it has never seen (the embedding cache
+   misses), each followed by the raw floor for the same text in this process (the
+   same ONNX encode, 1 thread, no cache, + a search of the same index), so both see
+   the same background load; then the same queries again (the cache hits), then 4
+   concurrent clients for a fixed window on fresh queries and on cached ones.
+4. Recall@10 of the served items and of the raw index against exact brute force
+   over the same vectors.
 
 Then, on a fresh database with the in-process worker on: how fast closed
 trajectories become searchable (a backlog drained), and the ingest-to-searchable
@@ -713,15 +717,13 @@ class Floor:
     encode: Latency
     search: Latency
     total: Latency
-    search_1thread: Latency  # the same searches with faiss limited to one OpenMP thread
     found: list[list[int]]
 
 
 class FloorRun:
     """The raw floor in this process: encode (ONNX, 1 thread, no cache) + search of the
-    server's own index (its saved snapshot), one query at a time, top-10, run one
-    query at a time between the HTTP requests. Then the same searches again with faiss
-    forced to one OpenMP thread."""
+    server's own index (its saved snapshot), top-10, one query at a time between the
+    HTTP requests."""
 
     def __init__(self, index: Any, enc: Any, texts: list[str], first_pk: int) -> None:
         self.index, self.enc, self.texts, self.first_pk = index, enc, texts, first_pk
@@ -748,19 +750,7 @@ class FloorRun:
         self.vectors.append(v)
 
     def result(self) -> Floor:
-        threads = faiss.omp_get_max_threads()
-        one_t = []
-        faiss.omp_set_num_threads(1)
-        try:
-            for v in self.vectors:
-                t0 = time.perf_counter()
-                self.index.search(v, K)
-                one_t.append(time.perf_counter() - t0)
-        finally:
-            faiss.omp_set_num_threads(threads)
-        return Floor(
-            Latency.of(self.enc_t), Latency.of(self.search_t), Latency.of(self.total_t), Latency.of(one_t), self.found
-        )
+        return Floor(Latency.of(self.enc_t), Latency.of(self.search_t), Latency.of(self.total_t), self.found)
 
 
 @dataclass
@@ -1321,16 +1311,14 @@ def render_markdown(rep: Report) -> str:
         "",
         "### Raw floor breakdown (one process, no HTTP)",
         "",
-        "| items | encode p50 ms | encode p99 | search p50 ms | search p99 | total p50 | total p99 "
-        "| search, 1 OpenMP thread, p50 ms | p99 |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| items | encode p50 ms | encode p99 | search p50 ms | search p99 | total p50 | total p99 |",
+        "|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for s in rep.sizes:
         fl = s.floor
         lines.append(
             f"| {s.n:,} | {_f(fl.encode.p50_ms)} | {_f(fl.encode.p99_ms)} | {_f(fl.search.p50_ms, 2)} "
-            f"| {_f(fl.search.p99_ms, 2)} | {_f(fl.total.p50_ms)} | {_f(fl.total.p99_ms)} "
-            f"| {_f(fl.search_1thread.p50_ms, 2)} | {_f(fl.search_1thread.p99_ms, 2)} |"
+            f"| {_f(fl.search.p99_ms, 2)} | {_f(fl.total.p50_ms)} | {_f(fl.total.p99_ms)} |"
         )
     lines += [
         "",
@@ -1469,7 +1457,7 @@ def verdicts(rep: Report) -> list[str]:
         out.append(
             f"- HTTP p50 within {AIM_FLOOR_RATIO}x the raw floor at {s.n:,}: "
             f"{'**met**' if ratio <= AIM_FLOOR_RATIO else '**not met**'} ({ratio:.2f}x: {s.miss.p50_ms:.1f} vs "
-            f"{s.floor.total.p50_ms:.1f} ms, +{s.miss.p50_ms - s.floor.total.p50_ms:.1f} ms for HTTP, the four SQL "
+            f"{s.floor.total.p50_ms:.1f} ms, +{s.miss.p50_ms - s.floor.total.p50_ms:.1f} ms for HTTP, three SQL "
             f"reads and the retrieval-log write; the floor is {s.floor.encode.p50_ms / s.floor.total.p50_ms:.0%} "
             "query encoding)."
         )
@@ -1513,19 +1501,6 @@ def verdicts(rep: Report) -> list[str]:
             )
     else:
         out.append("- Against mem0: **not measured** in this run.")
-    threads = faiss.omp_get_max_threads()
-    slow = [s for s in rep.sizes if s.floor.search.p50_ms > 3 * s.floor.search_1thread.p50_ms]
-    if slow and threads > 1:
-        out.append(
-            f"- Finding: faiss searches with its default {threads} OpenMP threads, in the server as in the floor. "
-            "A single-query search then synchronises two threads, and when the cores are busy it waits for the "
-            "second one to be scheduled: search p50 "
-            + ", ".join(
-                f"{s.floor.search.p50_ms:.2f} ms vs {s.floor.search_1thread.p50_ms:.2f} ms with one thread at {s.n:,}"
-                for s in slow
-            )
-            + ". The service never limits faiss' threads for searches."
-        )
     return out
 
 
@@ -1651,4 +1626,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from bench import retrieval  # run as the importable module: its pickled report then loads anywhere
+
+    sys.exit(retrieval.main())

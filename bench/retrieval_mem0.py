@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import sys
 import tempfile
@@ -70,8 +71,7 @@ class _Trap:
             conn.close()
 
 
-def run(spec: dict) -> dict:
-    work = Path(tempfile.mkdtemp(prefix="reflexa_bench_mem0_"))
+def run(spec: dict, work: Path) -> dict:
     os.environ.update(
         MEM0_TELEMETRY="False",
         MEM0_DIR=str(work / "home"),
@@ -146,12 +146,15 @@ def run(spec: dict) -> dict:
 
 def main(argv: list[str]) -> int:
     spec = json.loads(Path(argv[0]).read_text())
+    work = Path(tempfile.mkdtemp(prefix="reflexa_bench_mem0_"))
     try:
-        out = run(spec)
+        out = run(spec, work)
     except Exception as exc:  # reported, not raised: the benchmark goes on without mem0
         import traceback
 
         out = {"ok": False, "error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()[-4000:]}
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
     Path(argv[1]).write_text(json.dumps(out))
     return 0
 

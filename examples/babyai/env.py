@@ -1,0 +1,80 @@
+"""BabyAI GoTo levels (``minigrid``) as a :class:`~examples.common.env_api.TextEnv`.
+
+The agent gets the mission as its subgoal and a text description of its egocentric
+view; it may turn left, turn right or move forward (GoTo needs nothing else: the
+level is solved the moment the agent faces its target).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+
+import gymnasium as gym
+import minigrid  # noqa: F401  (registers the BabyAI-* ids with gymnasium)
+
+from examples.babyai.describe import describe_scene, describe_target
+from examples.common.env_api import Observation, SeedSplits, Transition
+
+ACTIONS = {"turn left": 0, "turn right": 1, "move forward": 2}
+
+# MiniGrid has no train/dev/test seeds of its own; these disjoint ranges are ours.
+SPLITS = SeedSplits(train=range(0, 1_000_000), dev=range(1_000_000, 2_000_000), test=range(2_000_000, 3_000_000))
+
+
+class BabyAIGoTo:
+    def __init__(self, level: str = "BabyAI-GoToLocalS6N2-v0", *, view: str = "scene", max_steps: int = 25) -> None:
+        if view not in ("scene", "target"):
+            raise ValueError(f"view must be 'scene' or 'target', not {view!r}")
+        self.level = level
+        self.view = view
+        self.max_steps = max_steps
+        self.splits = SPLITS
+        # One label for the family: exemplars of every world of the level merge by state.
+        self.name = f"{level}:{view}"
+        self._env = gym.make(level)
+        self._mission = ""
+        self._steps = 0
+
+    @property
+    def task(self) -> str:
+        return self._mission
+
+    def reset(self, world: int, split: str) -> Observation:
+        self.splits.check(split, world)
+        with contextlib.redirect_stdout(io.StringIO()):  # the level generator prints its rejected samples
+            obs, _ = self._env.reset(seed=world)
+        self._mission = obs["mission"]
+        self._steps = 0
+        return self._observe(obs)
+
+    def _observe(self, obs: dict) -> Observation:
+        if self.view == "scene":
+            text = describe_scene(obs["image"], int(obs["direction"]))
+        else:
+            text = describe_target(obs["image"], obs["mission"])
+        return Observation(text=text, subgoal=obs["mission"], actions=tuple(ACTIONS))
+
+    def step(self, action: str) -> Transition:
+        before = tuple(self._env.unwrapped.agent_pos)
+        obs, reward, terminated, truncated, _ = self._env.step(ACTIONS[action])
+        self._steps += 1
+        success = bool(terminated and reward > 0)
+        truncated = bool(truncated or (self._steps >= self.max_steps and not terminated))
+        if success:
+            result = "Reached the target."
+        elif action == "move forward" and tuple(self._env.unwrapped.agent_pos) == before:
+            result = "Blocked: did not move."
+        else:
+            result = "Moved forward." if action == "move forward" else f"Turned {action.split()[-1]}."
+        return Transition(
+            observation=self._observe(obs),
+            result=result,
+            reward=1.0 if success else 0.0,  # the task's own reward shrinks with time; return-to-go discounts anyway
+            done=success or bool(terminated) or truncated,
+            success=success,
+            truncated=truncated and not success,
+        )
+
+    def close(self) -> None:
+        self._env.close()

@@ -1,0 +1,103 @@
+"""Turning retrieved exemplars into an action.
+
+Each exemplar says: in a state like this, action *a* was taken ``count`` times,
+``success_count`` of them in episodes that succeeded, ``failure_count`` of them
+debited as the cause of a failure, with mean return-to-go ``return_to_go`` (the
+discounted reward that followed: high when success came soon after).
+
+Only the nearest states count (within ``margin`` of the best similarity and above
+``min_similarity``): with an exact match the agent acts on that state alone, and
+farther states never outvote it. Per action, the value is the mean return-to-go
+over those items weighted by how many steps each merged and by the server's
+utility factor (``score / similarity``: items served in successful episodes rank
+higher), so outcome feedback moves the choice, not only the order.
+
+The choice: the highest-valued action with success evidence (unless it keeps
+failing to change anything here in this episode), never an action whose evidence
+is mostly failures, otherwise explore by the within-episode rules.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from reflexa.models import RetrievedItem
+
+from examples.common.rules import EpisodeRules
+
+
+@dataclass
+class ActionEvidence:
+    weight: float = 0.0
+    value_sum: float = 0.0
+    successes: int = 0
+    failures: int = 0
+    items: list[str] = field(default_factory=list)
+
+    @property
+    def value(self) -> float:
+        return self.value_sum / self.weight if self.weight else 0.0
+
+
+@dataclass(frozen=True)
+class MemoryParams:
+    min_similarity: float = 0.8
+    margin: float = 0.02
+    loop_limit: int = 2  # a recalled action tried this often here in this episode is not trusted again
+
+
+def nearest(items: Sequence[RetrievedItem], params: MemoryParams) -> list[RetrievedItem]:
+    if not items:
+        return []
+    best = max(i.similarity for i in items)
+    floor = max(params.min_similarity, best - params.margin)
+    return [i for i in items if i.similarity >= floor]
+
+
+def evidence_by_action(
+    items: Sequence[RetrievedItem], actions: Sequence[str], params: MemoryParams
+) -> dict[str, ActionEvidence]:
+    valid = set(actions)
+    out: dict[str, ActionEvidence] = {}
+    for item in nearest(items, params):
+        content = item.content
+        action = content.get("action")
+        if not isinstance(action, str) or action not in valid:
+            continue
+        count = int(content.get("count") or 1)
+        successes = int(content.get("success_count", 1 if content.get("success") is True else 0))
+        failures = int(content.get("failure_count", 1 if content.get("success") is False else 0))
+        utility = item.score / item.similarity if item.similarity > 0 else 1.0
+        ev = out.setdefault(action, ActionEvidence())
+        ev.weight += count * utility
+        ev.value_sum += count * utility * float(content.get("return_to_go") or 0.0)
+        ev.successes += successes
+        ev.failures += failures
+        ev.items.append(item.id)
+    return out
+
+
+def choose(
+    evidence: dict[str, ActionEvidence],
+    rules: EpisodeRules,
+    state: str,
+    actions: tuple[str, ...],
+    params: MemoryParams,
+) -> tuple[str, str]:
+    """(action, why): why is "memory" when recalled evidence decided, else "explore"."""
+    allowed = rules.allowed(state, actions)
+    avoid = {a for a, ev in evidence.items() if ev.failures > ev.successes}
+    good = [
+        a
+        for a in allowed
+        if a in evidence
+        and a not in avoid
+        and evidence[a].successes > 0
+        and evidence[a].value > 0
+        and rules.tried(state, a) < params.loop_limit
+    ]
+    if good:
+        return max(good, key=lambda a: (evidence[a].value, evidence[a].successes)), "memory"
+    candidates = [a for a in allowed if a not in avoid] or allowed
+    return rules.explore(state, candidates), "explore"

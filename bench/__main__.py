@@ -3,7 +3,9 @@
     python -m bench [--quick] [--out docs/benchmarks.md]
 
 A benchmark joins by exposing `main(argv) -> int` that accepts `--quick` and
-`--out PATH.md` (replacing only its own marked section) and by being listed here.
+`--out PATH.md` (replacing only its own marked section, plots written next to it)
+and by being listed here. `--quick` runs every benchmark at smoke sizes and, unless
+`--out` is given, writes to a temporary file: smoke numbers never land in the docs.
 """
 
 from __future__ import annotations
@@ -11,22 +13,30 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+import tempfile
 from pathlib import Path
 
-BENCHMARKS = ("ingest", "retrieval")
+BENCHMARKS = ("ingest", "retrieval", "reflect")
 DEFAULT_OUT = Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md"
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="each benchmark's short smoke run")
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="markdown file to update")
+    parser.add_argument("--quick", action="store_true", help="every benchmark's smoke run, into a temporary file")
+    parser.add_argument(
+        "--out", type=Path, help="markdown file to update (default docs/benchmarks.md; --quick: a temporary file)"
+    )
+    parser.add_argument("--only", action="append", choices=BENCHMARKS, help="run only this one (repeatable)")
     args = parser.parse_args(argv)
+    out = args.out
+    if out is None:
+        out = Path(tempfile.mkdtemp(prefix="reflexa_bench_quick_")) / "benchmarks.md" if args.quick else DEFAULT_OUT
     worst = 0
-    for name in BENCHMARKS:
+    for name in args.only or BENCHMARKS:
         print(f"bench.{name}", file=sys.stderr, flush=True)
         module = importlib.import_module(f"bench.{name}")
-        worst = max(worst, module.main([*(["--quick"] if args.quick else []), "--out", str(args.out)]))
+        worst = max(worst, module.main([*(["--quick"] if args.quick else []), "--out", str(out)]))
+    print(f"results: {out}", file=sys.stderr)
     return worst
 
 

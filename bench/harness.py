@@ -33,6 +33,10 @@ from sqlalchemy import Engine, create_engine, text
 from sqlalchemy.engine import make_url
 
 REPO = Path(__file__).resolve().parents[1]
+# The ONNX export of the packaged model, made once and linked into every server's and
+# worker's data directory (each would otherwise export its own on first start).
+MODELS_DIR = REPO / "bench" / "results" / "retrieval" / "models"
+OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
 PG_ADMIN_URL = os.environ.get("REFLEXA_BENCH_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
 BENCH_PACKAGES = ("fastapi", "uvicorn", "starlette", "pydantic", "sqlalchemy", "psycopg", "httpx", "orjson")
 _CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -57,17 +61,28 @@ class Databases:
     def sqlite(self, name: str) -> str:
         return f"sqlite:///{self._tmp / (name + '.db')}"
 
-    def postgres(self) -> str:
+    def postgres(self, template: str | None = None) -> str:
         if self._pg_admin is None:
             self._pg_admin = create_engine(PG_ADMIN_URL, isolation_level="AUTOCOMMIT")
         name = f"reflexa_bench_{uuid.uuid4().hex[:10]}"
         with self._pg_admin.connect() as conn:
-            conn.execute(text(f'CREATE DATABASE "{name}"'))
+            conn.execute(text(f'CREATE DATABASE "{name}"' + (f' TEMPLATE "{template}"' if template else "")))
         self._pg_names.append(name)
         return make_url(PG_ADMIN_URL).set(database=name).render_as_string(hide_password=False)
 
     def url(self, backend: str, name: str) -> str:
         return self.sqlite(name) if backend == "sqlite" else self.postgres()
+
+    def copy(self, url: str, name: str) -> str:
+        """A new database with the contents of `url`, which nothing may be connected to
+        (PostgreSQL copies it as a template; SQLite copies the file and its WAL)."""
+        if url.startswith("sqlite"):
+            source, target = Path(make_url(url).database or ""), self._tmp / (name + ".db")
+            for suffix in ("", "-wal"):
+                if Path(f"{source}{suffix}").exists():
+                    shutil.copyfile(f"{source}{suffix}", f"{target}{suffix}")
+            return f"sqlite:///{target}"
+        return self.postgres(template=make_url(url).database)
 
     def close(self) -> None:
         try:
@@ -110,7 +125,7 @@ class Server:
         return self.process.pid
 
 
-def _wait_healthy(proc: subprocess.Popen[bytes], url: str, log: Path, timeout: float = 60.0) -> None:
+def wait_healthy(proc: subprocess.Popen[bytes], url: str, log: Path, timeout: float = 60.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -124,13 +139,13 @@ def _wait_healthy(proc: subprocess.Popen[bytes], url: str, log: Path, timeout: f
     raise RuntimeError(f"server not healthy after {timeout:.0f} s:\n{log.read_text()[-3000:]}")
 
 
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    """SIGTERM the server's whole process group (uvicorn workers included), then
-    SIGKILL whatever is still there after 10 s."""
+def stop_group(proc: subprocess.Popen[bytes], grace_s: float = 10.0) -> None:
+    """SIGTERM the process's whole group (uvicorn workers included), then SIGKILL
+    whatever is still there after `grace_s`."""
     with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGTERM)
     with contextlib.suppress(subprocess.TimeoutExpired):
-        proc.wait(timeout=10)
+        proc.wait(timeout=grace_s)
     with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGKILL)
     proc.wait(timeout=10)
@@ -151,9 +166,10 @@ def server(
     Its data directory and log are under `work_dir`, never in the repository; `env`
     adds settings (REFLEXA_…); `app` is another factory, for experiments only."""
     port = free_port()
-    data_dir = work_dir / f"data-{port}"
+    data_dir = share_models(work_dir / f"data-{port}")
     env = {
         **os.environ,
+        **OFFLINE_ENV,
         "REFLEXA_DATA_DIR": str(data_dir),
         **(env or {}),
         "REFLEXA_DATABASE_URL": database_url,
@@ -180,10 +196,47 @@ def server(
         proc = subprocess.Popen(cmd, env=env, cwd=REPO, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         url = f"http://127.0.0.1:{port}"
-        _wait_healthy(proc, url, log)
+        wait_healthy(proc, url, log)
         yield Server(url=url, process=proc, workers=workers, log=log)
     finally:
-        _stop(proc)
+        stop_group(proc)
+
+
+def share_models(data_dir: Path) -> Path:
+    """Create a data directory whose `models` is the shared ONNX export."""
+    data_dir.mkdir(parents=True, exist_ok=True)
+    models = data_dir / "models"
+    if not models.exists():
+        MODELS_DIR.mkdir(parents=True, exist_ok=True)
+        models.symlink_to(MODELS_DIR.resolve(), target_is_directory=True)
+    return data_dir
+
+
+@contextlib.contextmanager
+def workers(
+    database_url: str, work_dir: Path, *, processes: int, concurrency: int, env: dict[str, str] | None = None
+) -> Iterator[list[subprocess.Popen[bytes]]]:
+    """`processes` × `reflexa worker --concurrency N` against one database, each in a
+    process group of its own, logs under `work_dir`; stopped (SIGTERM, then SIGKILL)
+    on exit."""
+    reflexa = Path(sys.executable).with_name("reflexa")
+    cmd = [str(reflexa) if reflexa.exists() else "reflexa", "worker", "--concurrency", str(concurrency)]
+    data_dir = share_models(work_dir / "worker-data")
+    env = {**os.environ, **OFFLINE_ENV, "REFLEXA_DATA_DIR": str(data_dir), **(env or {})}
+    env["REFLEXA_DATABASE_URL"] = database_url
+    procs: list[subprocess.Popen[bytes]] = []
+    try:
+        for i in range(processes):
+            with open(work_dir / f"worker-{i}-{uuid.uuid4().hex[:6]}.log", "wb") as out:
+                procs.append(
+                    subprocess.Popen(
+                        cmd, env=env, cwd=REPO, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+                    )
+                )
+        yield procs
+    finally:
+        for proc in procs:
+            stop_group(proc)
 
 
 # -- CPU accounting ---------------------------------------------------------------
@@ -348,6 +401,33 @@ class CpuUse:
             pg_connections_opened=len(b.pg_backends.keys() - a.pg_backends.keys()),
             pg_connections_closed=len(a.pg_backends.keys() - b.pg_backends.keys()),
         )
+
+
+# -- statistics ---------------------------------------------------------------------
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Nearest-rank percentile (no interpolation: p99 is a latency some request really had)."""
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered), max(1, math.ceil(q / 100 * len(ordered)))) - 1]
+
+
+@dataclass
+class Latency:
+    n: int
+    p50_ms: float
+    p95_ms: float
+    p99_ms: float
+    mean_ms: float
+    max_ms: float = float("nan")
+
+    @classmethod
+    def of(cls, seconds: list[float]) -> Latency:
+        ms = [s * 1000 for s in seconds]
+        mean = sum(ms) / len(ms) if ms else 0.0
+        return cls(len(ms), percentile(ms, 50), percentile(ms, 95), percentile(ms, 99), mean, max(ms, default=math.nan))
 
 
 # -- machine facts -----------------------------------------------------------------

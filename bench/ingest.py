@@ -31,7 +31,6 @@ import dataclasses
 import functools
 import hashlib
 import json
-import math
 import os
 import secrets
 import statistics
@@ -57,6 +56,7 @@ from bench.harness import (
     Databases,
     MachineFacts,
     databases,
+    percentile,
     server,
     wait_for_quiet,
     write_section,
@@ -240,15 +240,6 @@ def _client(target: Target, run: str, worker: int, workload: Workload, stop: thr
                 _post(client, log, "outcome", f"{prefix}/{traj_id}/outcome", b'{"success":true}', 0)
 
 
-def _percentile(values: list[float], q: float) -> float:
-    """Nearest-rank percentile (no interpolation: p99 is a latency some request really had)."""
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    rank = min(len(ordered), max(1, math.ceil(q / 100 * len(ordered))))
-    return ordered[rank - 1]
-
-
 @dataclass
 class LevelResult:
     concurrency: int
@@ -289,12 +280,12 @@ def _summarise(concurrency: int, logs: list[ClientLog], t0: float, t1: float, cp
         outcome_requests=sum(1 for s in window if s.kind == "outcome"),
         steps_per_s=steps / span,
         requests_per_s=len(carrying) / span,
-        p50_ms=_percentile(latencies, 50),
-        p95_ms=_percentile(latencies, 95),
-        p99_ms=_percentile(latencies, 99),
+        p50_ms=percentile(latencies, 50),
+        p95_ms=percentile(latencies, 95),
+        p99_ms=percentile(latencies, 99),
         max_ms=max(latencies, default=float("nan")),
-        append_p99_ms=_percentile([s.latency_s * 1000 for s in carrying if s.kind == "append"], 99),
-        create_p99_ms=_percentile([s.latency_s * 1000 for s in carrying if s.kind == "create"], 99),
+        append_p99_ms=percentile([s.latency_s * 1000 for s in carrying if s.kind == "append"], 99),
+        create_p99_ms=percentile([s.latency_s * 1000 for s in carrying if s.kind == "create"], 99),
         errors=sum(errors.values()),
         error_kinds=dict(errors),
         first_error=next((log.first_error for log in logs if log.first_error), None),
@@ -454,7 +445,7 @@ def raw_floor(backend: str, dbs: Databases, workload: Workload) -> FloorResult:
     rows = len(txn_times) * cfg.batch_steps
     seconds = sum(txn_times)
     ms = [t * 1000 for t in txn_times]
-    return FloorResult(backend, rows, seconds, rows / seconds, _percentile(ms, 50), _percentile(ms, 99))
+    return FloorResult(backend, rows, seconds, rows / seconds, percentile(ms, 50), percentile(ms, 99))
 
 
 # -- report --------------------------------------------------------------------------------

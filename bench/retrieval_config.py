@@ -1,0 +1,84 @@
+"""What bench.retrieval runs: sizes, query counts and windows (FULL, QUICK), the
+names it uses, and the fixed slices of the query pool."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+
+from bench.harness import (
+    REPO,
+)
+
+SECTION = "retrieval"
+K = 10
+RESULTS = REPO / "bench" / "results" / "retrieval"
+CHUNK = 10_000  # texts per cached vector file
+MAX_UNIQUE = 40_000  # the corpus queries are held out from, whatever --unique is
+QUERY_SOURCE = 10_000  # queries vary states of the first 10k corpus items (present at every size)
+BENCH_NS = "bench"
+CMP_NS = "cmp"
+LAG_NS = "lag"
+ID_PREFIX = "bx"
+BATCH = 5_000
+
+
+@dataclass(frozen=True)
+class Config:
+    sizes: tuple[int, ...]
+    unique: int  # real encoded states; items past this are noisy copies
+    seq_queries: int
+    warmup: int
+    window_s: float  # each concurrent-throughput window
+    clients: int
+    mem0_items: int
+    mem0_queries: int
+    lag_backlog: int  # closed 10-step trajectories posted at once to measure searchable throughput
+    lag_probes: int  # per mode (without and with the consistency token)
+    steps_per_trajectory: int
+    sigma: float
+    quiet_wait_s: float
+
+
+FULL = Config(
+    sizes=(10_000, 100_000, 1_000_000),
+    unique=40_000,
+    seq_queries=500,
+    warmup=30,
+    window_s=10.0,
+    clients=4,
+    mem0_items=2_000,
+    mem0_queries=200,
+    lag_backlog=60,
+    lag_probes=30,
+    steps_per_trajectory=10,
+    sigma=0.01,
+    quiet_wait_s=15.0,
+)
+QUICK = Config(
+    sizes=(10_000,),
+    unique=10_000,
+    seq_queries=200,
+    warmup=10,
+    window_s=3.0,
+    clients=4,
+    mem0_items=300,
+    mem0_queries=60,
+    lag_backlog=15,
+    lag_probes=8,
+    steps_per_trajectory=10,
+    sigma=0.01,
+    quiet_wait_s=3.0,
+)
+
+# The query pool, fixed whatever the config (a config uses a prefix of each slice),
+# so the quick and full runs ask the same questions and share cached vectors.
+SEQ = (0, 500)  # sequential miss/hit runs; vectors encoded (for ground truth)
+CMP = (500, 700)  # mem0 and Reflexa at mem0's size; vectors encoded
+WARM = (700, 760)  # warm-up and first (index-building) requests
+POOL = (760, 8760)  # concurrent cache-miss runs: text only
+N_QUERIES = POOL[1]
+
+
+def progress(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)

@@ -8,6 +8,7 @@ nothing listening and no `reflexa_bench_*` database behind.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import math
 import os
@@ -544,11 +545,23 @@ PostgreSQL reachable at `REFLEXA_BENCH_PG_URL`, default
 `postgresql+psycopg://postgres@127.0.0.1:5432/postgres`, which may create and drop
 `reflexa_bench_*` databases):
 
-    python -m bench                 # full runs, updates docs/benchmarks.md
-    python -m bench --quick         # smoke runs
+    python -m bench                 # ingest, retrieval, reflect: full runs, updates docs/benchmarks.md
+    python -m bench --quick         # smoke runs, into a temporary file
 
 or one: `python -m bench.ingest --out docs/benchmarks.md`.
 """
+
+
+def add_out_option(parser: argparse.ArgumentParser, section: str, without: str) -> None:
+    """The `--out` every benchmark takes: markdown files get their section replaced,
+    JSON files the raw results; `without` says what happens when none is given."""
+    parser.add_argument(
+        "--out",
+        action="append",
+        default=[],
+        type=Path,
+        help=f"a .md file (its {section} section is replaced) or a .json file; repeatable. {without}",
+    )
 
 
 def write_section(path: Path, name: str, body: str) -> None:

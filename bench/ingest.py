@@ -55,6 +55,7 @@ from bench.harness import (
     CpuUse,
     Databases,
     MachineFacts,
+    add_out_option,
     databases,
     percentile,
     server,
@@ -630,14 +631,7 @@ def run(cfg: Config, backends: list[str], command: str, quick: bool, profile_dir
 def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m bench.ingest", description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="short windows: a smoke run of about a minute")
-    parser.add_argument(
-        "--out",
-        action="append",
-        default=[],
-        type=Path,
-        help="a .md file (its ingest section is replaced) or a .json file; repeatable. "
-        "Without it the markdown is printed.",
-    )
+    add_out_option(parser, SECTION, "Without it the markdown is printed.")
     parser.add_argument(
         "--patience",
         type=float,

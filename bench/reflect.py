@@ -27,7 +27,7 @@ from importlib import metadata
 from pathlib import Path
 
 from bench import plots
-from bench.harness import OFFLINE_ENV, MachineFacts, databases, write_section
+from bench.harness import OFFLINE_ENV, MachineFacts, add_out_option, databases, write_section
 from bench.reflect_drain import Setup, ingest_backlog, progress, run_drains
 from bench.reflect_floor import raw_floor
 from bench.reflect_lag import LagPlan, run_lag
@@ -121,13 +121,7 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--setups", help="worker setups, PROCESSESxCONCURRENCY, comma-separated (default 1x1,1x2,2x1)")
     parser.add_argument("--lag-window", type=float, help="seconds per load rate (default 60)")
     parser.add_argument("--skip-lag", action="store_true", help="drains and floor only")
-    parser.add_argument(
-        "--out",
-        action="append",
-        default=[],
-        type=Path,
-        help="a .md file (its reflect section is replaced, plots written next to it) or a .json file; repeatable",
-    )
+    add_out_option(parser, SECTION, "Plots are written next to the markdown; without one it is printed.")
     return parser.parse_args(argv)
 
 

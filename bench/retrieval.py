@@ -64,6 +64,7 @@ from bench import plots
 from bench.harness import (
     OFFLINE_ENV,
     MachineFacts,
+    add_out_option,
     databases,
     write_section,
 )
@@ -120,14 +121,7 @@ def main(argv: list[str] | None = None) -> int:
         help="after each size's measured runs, repeat the sequential runs with py-spy on the server "
         "(GIL-held samples) and write raw profiles and a summary to DIR (needs py-spy)",
     )
-    parser.add_argument(
-        "--out",
-        action="append",
-        default=[],
-        type=Path,
-        help="a .md file (its retrieval section is replaced) or a .json file; repeatable. "
-        "The markdown is always printed.",
-    )
+    add_out_option(parser, SECTION, "The markdown is always printed.")
     args = parser.parse_args(argv)
     cfg = QUICK if args.quick else FULL
     changes: dict[str, Any] = {}

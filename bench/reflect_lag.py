@@ -84,6 +84,7 @@ class _Probe(threading.Thread):
         self.stop = threading.Event()
         self.seconds: list[float] = []
         self.errors = 0
+        self.job_ids: set[int] = set()  # the probes' own jobs, kept out of the load's lag
 
     def run(self) -> None:
         while not self.stop.wait(self.interval):
@@ -97,6 +98,8 @@ class _Probe(threading.Thread):
             try:
                 token = post_batch(self.client, [traj])
                 acked = time.perf_counter()
+                _, first, last = token.split(".")  # "c1.<first job id>.<last job id>"
+                self.job_ids.update(range(int(first), int(last) + 1))
                 body = {"state": {"observation": state.observation}, "k": 1}
                 body |= {"consistency_token": token, "wait_timeout_ms": 60_000}
                 r = self.client.post(f"/v1/namespaces/{NAMESPACE}/retrieve", content=orjson.dumps(body))
@@ -130,7 +133,7 @@ def _level(url: str, key: str, client: httpx.Client, plan: LagPlan, rate: float)
         probe.stop.set()
         probe.join()
         _wait_empty(watch, timeout_s=max(120.0, 2 * window_s))
-        jobs = [j for j in finished_jobs(watch.engine, first_id) if j.kind == CLOSED]
+        jobs = [j for j in finished_jobs(watch.engine, first_id) if j.kind == CLOSED and j.id not in probe.job_ids]
     lags = [j.finished - j.created for j in jobs]
     stats = Latency.of(lags)
     oldest = end.oldest_s.get(CLOSED, 0.0)

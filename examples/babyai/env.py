@@ -23,7 +23,7 @@ SPLITS = SeedSplits(train=range(0, 1_000_000), dev=range(1_000_000, 2_000_000), 
 
 
 class BabyAIGoTo:
-    def __init__(self, level: str = "BabyAI-GoToLocalS6N2-v0", *, view: str = "scene", max_steps: int = 25) -> None:
+    def __init__(self, level: str = "BabyAI-GoToLocalS6N2-v0", *, view: str = "scene", max_steps: int = 30) -> None:
         if view not in ("scene", "target"):
             raise ValueError(f"view must be 'scene' or 'target', not {view!r}")
         self.level = level

@@ -5,16 +5,19 @@ Each exemplar says: in a state like this, action *a* was taken ``count`` times,
 debited as the cause of a failure, with mean return-to-go ``return_to_go`` (the
 discounted reward that followed: high when success came soon after).
 
-Only the nearest states count (within ``margin`` of the best similarity and above
-``min_similarity``): with an exact match the agent acts on that state alone, and
-farther states never outvote it. Per action, the value is the mean return-to-go
-over those items weighted by how many steps each merged and by the server's
-utility factor (``score / similarity``: items served in successful episodes rank
-higher), so outcome feedback moves the choice, not only the order.
+Only the nearest states count: with an exact match the agent acts on that state
+alone (a look-alike state of another world must not outvote it), otherwise on the
+items within ``margin`` of the best similarity and above ``min_similarity``.
+Per action, the value is the mean return-to-go over those items, weighted by how
+many steps each merged and by the server's utility factor (``score / similarity``:
+items served in successful episodes rank higher), so outcome feedback moves the
+choice, not only the order.
 
 The choice: the highest-valued action with success evidence (unless it keeps
 failing to change anything here in this episode), never an action whose evidence
-is mostly failures, otherwise explore by the within-episode rules.
+is mostly failures, otherwise explore: the action least tried in these states in
+past episodes (memory makes exploration systematic across episodes, instead of
+starting from scratch every time), then the least tried in this episode.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from examples.common.rules import EpisodeRules
 class ActionEvidence:
     weight: float = 0.0
     value_sum: float = 0.0
+    count: int = 0  # steps in past episodes that took this action in these states
     successes: int = 0
     failures: int = 0
     items: list[str] = field(default_factory=list)
@@ -44,6 +48,7 @@ class ActionEvidence:
 class MemoryParams:
     min_similarity: float = 0.8
     margin: float = 0.02
+    exact: float = 0.999  # similarity at which a state counts as the same state
     loop_limit: int = 2  # a recalled action tried this often here in this episode is not trusted again
 
 
@@ -51,6 +56,8 @@ def nearest(items: Sequence[RetrievedItem], params: MemoryParams) -> list[Retrie
     if not items:
         return []
     best = max(i.similarity for i in items)
+    if best >= params.exact:  # this very state was seen: its own record beats any look-alike
+        return [i for i in items if i.similarity >= params.exact]
     floor = max(params.min_similarity, best - params.margin)
     return [i for i in items if i.similarity >= floor]
 
@@ -70,6 +77,7 @@ def evidence_by_action(
         failures = int(content.get("failure_count", 1 if content.get("success") is False else 0))
         utility = item.score / item.similarity if item.similarity > 0 else 1.0
         ev = out.setdefault(action, ActionEvidence())
+        ev.count += count
         ev.weight += count * utility
         ev.value_sum += count * utility * float(content.get("return_to_go") or 0.0)
         ev.successes += successes
@@ -100,4 +108,9 @@ def choose(
     if good:
         return max(good, key=lambda a: (evidence[a].value, evidence[a].successes)), "memory"
     candidates = [a for a in allowed if a not in avoid] or allowed
-    return rules.explore(state, candidates), "explore"
+    fewest = min(_past(evidence, a) for a in candidates)
+    return rules.explore(state, [a for a in candidates if _past(evidence, a) == fewest]), "explore"
+
+
+def _past(evidence: dict[str, ActionEvidence], action: str) -> int:
+    return evidence[action].count if action in evidence else 0

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from reflectors import contrastive, evidence_cards
 from reflectors.embed import ReembedReflection
 from reflectors.exemplars import ExemplarReflector
-from reflectors.llm import LLMClient
+from reflectors.llm import LLMClient, SqlTokenBudget
 from reflectors.llm_reflectors import make_handlers as make_llm_handlers
 from reflectors.worker import Handler, Worker, WorkerConfig
 from service.jobs.service import JobService
@@ -45,7 +45,11 @@ def make_worker(settings: Settings, db: Database, embedder: Embedder) -> Worker:
     config = WorkerConfig(
         concurrency=w.concurrency, lease_seconds=w.lease_seconds, poll_interval=w.poll_interval_ms / 1000
     )
-    llm = LLMClient(settings.llm) if settings.llm.enabled else None  # one per process: its pool and limits
+    llm = (  # one per process (its connection pool and limits); the token budget is shared in SQL
+        LLMClient(settings.llm, budget=SqlTokenBudget(db, settings.llm.token_budget_per_namespace_per_day))
+        if settings.llm.enabled
+        else None
+    )
     handlers = {
         CLOSED_JOB_KIND: ExemplarReflector(db, embedder, llm_reflection=llm is not None),
         EMBED_JOB_KIND: ReembedReflection(db, embedder),

@@ -58,7 +58,9 @@ class IndexRegistry:
         self.dim = dim
         self.snapshot_dir = snapshot_dir
         self.sync_interval = sync_interval
-        self._factory = index_factory or (lambda dim: VectorIndex(dim))
+        # Rebuilds (the switch to IVF, retraining) run beside the requests that
+        # trigger them: at 1M vectors a training takes minutes.
+        self._factory = index_factory or (lambda dim: VectorIndex(dim, rebuild_in_background=True))
         self._namespaces: dict[str, _NamespaceIndexes] = {}
         self._guard = threading.Lock()
 
@@ -89,7 +91,11 @@ class IndexRegistry:
         state = self._ns(namespace)
         if not force and time.monotonic() - state.last_sync < self.sync_interval and state.watermark >= 0:
             return 0
-        with state.lock:
+        # An unforced sync never queues behind another one (a big catch-up, a first
+        # load): the indexes as they are now are what it was going to serve anyway.
+        if not state.lock.acquire(blocking=force or state.watermark < 0):
+            return 0
+        try:
             if not force and time.monotonic() - state.last_sync < self.sync_interval and state.watermark >= 0:
                 return 0
             if state.watermark < 0 and not self._load_snapshot(namespace, state):
@@ -97,6 +103,8 @@ class IndexRegistry:
             applied = self._catch_up(namespace, state)
             state.last_sync = time.monotonic()
             return applied
+        finally:
+            state.lock.release()
 
     def _catch_up(self, namespace: str, state: _NamespaceIndexes) -> int:
         applied = 0
@@ -207,7 +215,7 @@ class IndexRegistry:
             indexes = {}
             for key, name in manifest["files"].items():
                 kind, f = key.split("/")
-                indexes[(kind, f)] = VectorIndex.load(base / name)
+                indexes[(kind, f)] = VectorIndex.load(base / name, rebuild_in_background=True)
         except (OSError, ValueError, KeyError, RuntimeError) as exc:
             log.warning("ignoring unusable index snapshot of %s: %s", namespace, exc)
             return False

@@ -10,13 +10,14 @@ for cursors.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from typing import Any
 
 from sqlalchemy import (
     JSON,
     BigInteger,
     Boolean,
+    Date,
     DateTime,
     Float,
     ForeignKey,
@@ -85,6 +86,10 @@ class Namespace(Base):
     name: Mapped[str] = mapped_column(String(64), primary_key=True)
     settings: Mapped[dict[str, Any]] = mapped_column(JSONType, default=dict)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    # Running totals of retrieval outcomes that carry a success value: the utility
+    # baseline every retrieve reads, kept here so it costs one row, not a scan.
+    outcome_successes: Mapped[int] = mapped_column(BigInteger, default=0, server_default=text("0"))
+    outcome_total: Mapped[int] = mapped_column(BigInteger, default=0, server_default=text("0"))
 
 
 class ApiKey(Base):
@@ -290,6 +295,19 @@ class IndexChange(Base):
     reflection_pk: Mapped[int] = mapped_column(BigInteger)
     op: Mapped[str] = mapped_column(String(8))  # upsert | delete
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class LLMTokenUsage(Base):
+    """Tokens an LLM spent for a namespace on one UTC day: the shared count that
+    every worker process checks before a call, so a daily budget holds however
+    many workers run."""
+
+    __tablename__ = "llm_token_usage"
+
+    namespace: Mapped[str] = mapped_column(ForeignKey("namespaces.name", ondelete="CASCADE"), primary_key=True)
+    day: Mapped[date] = mapped_column(Date, primary_key=True)
+    tokens: Mapped[int] = mapped_column(BigInteger, default=0)
+    calls: Mapped[int] = mapped_column(Integer, default=0)
 
 
 class Job(Base):

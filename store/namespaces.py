@@ -15,6 +15,16 @@ def get_namespace(session: Session, name: str) -> Namespace | None:
     return session.get(Namespace, name)
 
 
+def ranking_inputs(session: Session, name: str) -> tuple[dict[str, Any], int, int] | None:
+    """(settings, outcome successes, outcomes with a success value) in one row read,
+    or None if there is no such namespace."""
+    stmt = select(Namespace.settings, Namespace.outcome_successes, Namespace.outcome_total).where(
+        Namespace.name == name
+    )
+    row = session.execute(stmt).one_or_none()
+    return None if row is None else (row[0], int(row[1]), int(row[2]))
+
+
 def list_namespaces(session: Session, names: Collection[str] | None) -> list[Namespace]:
     """All namespaces, or only those named (a key's scope)."""
     stmt = select(Namespace).order_by(Namespace.name)

@@ -4,14 +4,17 @@ retrieval log, and outcome credit into reflection utility."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, case, exists, func, insert, select, update
+import numpy as np
+from sqlalchemy import Row, and_, exists, insert, select, update
 from sqlalchemy.orm import Session
 
 from store.models import (
+    Embedding,
+    Namespace,
     Reflection,
     ReflectionEvidence,
     Retrieval,
@@ -43,20 +46,42 @@ def _cited_by(*conditions: Any) -> Any:
     )
 
 
-def load_candidates(session: Session, namespace: str, pks: Sequence[int], f: CandidateFilters) -> list[Reflection]:
-    """The reflections among `pks` that pass every filter."""
+@dataclass
+class ScoringRow:
+    """What ranking needs of a candidate: no content, no text (those are loaded for
+    the few items actually served)."""
+
+    pk: int
+    kind: str
+    successes: int
+    failures: int
+    uses: int
+    updated_at: datetime
+    vectors: dict[str, np.ndarray] = field(default_factory=dict)
+
+
+def load_candidates(
+    session: Session, namespace: str, pks: Sequence[int], f: CandidateFilters, model: str
+) -> list[ScoringRow]:
+    """The reflections among `pks` that pass every filter, with their vectors of
+    `model` (one query: a candidate comes back once per stored field)."""
     if not pks:
         return []
-    stmt = select(Reflection).where(
-        Reflection.pk.in_(list(pks)),
-        Reflection.namespace == namespace,
-        Reflection.kind.in_(list(f.kinds)),
-        Reflection.status.in_(list(f.statuses)),
+    r = Reflection
+    stmt = (
+        select(r.pk, r.kind, r.successes, r.failures, r.uses, r.updated_at, Embedding.field, Embedding.vector)
+        .join(Embedding, and_(Embedding.reflection_pk == r.pk, Embedding.model == model))
+        .where(
+            r.pk.in_(list(pks)),
+            r.namespace == namespace,
+            r.kind.in_(list(f.kinds)),
+            r.status.in_(list(f.statuses)),
+        )
     )
     if f.environment is not None:
-        stmt = stmt.where(Reflection.environment == f.environment)
+        stmt = stmt.where(r.environment == f.environment)
     if f.as_of is not None:
-        stmt = stmt.where(Reflection.created_at <= f.as_of)
+        stmt = stmt.where(r.created_at <= f.as_of)
     if f.agent is not None:
         stmt = stmt.where(_cited_by(Trajectory.agent == f.agent))
     if f.policy_version is not None:
@@ -67,7 +92,40 @@ def load_candidates(session: Session, namespace: str, pks: Sequence[int], f: Can
         stmt = stmt.where(
             ~_cited_by(Trajectory.namespace == namespace, Trajectory.id.in_(list(f.exclude_trajectory_ids)))
         )
-    return list(session.scalars(stmt))
+    out: dict[int, ScoringRow] = {}
+    for pk, kind, wins, losses, uses, updated_at, fld, blob in session.execute(stmt):
+        row = out.get(pk)
+        if row is None:
+            row = out[pk] = ScoringRow(pk, kind, wins, losses, uses, updated_at)
+        row.vectors[fld] = np.frombuffer(blob, dtype="<f4")
+    return list(out.values())
+
+
+# What serving an item shows; loaded as plain rows (not ORM objects) for the few
+# items chosen, since building ORM instances was a sixth of a retrieve's CPU.
+_SERVED_COLUMNS = (
+    Reflection.pk,
+    Reflection.id,
+    Reflection.kind,
+    Reflection.status,
+    Reflection.version,
+    Reflection.content,
+    Reflection.text,
+    Reflection.environment,
+    Reflection.created_at,
+    Reflection.updated_at,
+    Reflection.evidence_count,
+    Reflection.evidence_successes,
+    Reflection.evidence_failures,
+    Reflection.evidence_value,
+)
+
+
+def load_served(session: Session, pks: Sequence[int]) -> dict[int, Row[Any]]:
+    """pk -> the served fields of each reflection (attribute access by column name)."""
+    if not pks:
+        return {}
+    return {row.pk: row for row in session.execute(select(*_SERVED_COLUMNS).where(Reflection.pk.in_(list(pks))))}
 
 
 def evidence_summaries(
@@ -99,12 +157,16 @@ def insert_retrieval(
     trajectory_id: str | None,
     items: Sequence[tuple[int, int, float, float]],
 ) -> None:
-    """Log a retrieval and what it served: items are (reflection pk, rank, score, similarity)."""
-    session.add(Retrieval(id=id, namespace=namespace, query=query, trajectory_id=trajectory_id, created_at=utcnow()))
-    session.flush()
+    """Log a retrieval and what it served: items are (reflection pk, rank, score, similarity).
+    Core inserts: the ORM unit of work cost a fifth of a retrieve's CPU here."""
+    session.execute(
+        insert(Retrieval.__table__).values(
+            id=id, namespace=namespace, query=query, trajectory_id=trajectory_id, created_at=utcnow()
+        )
+    )
     if items:
         session.execute(
-            insert(RetrievalItem),
+            insert(RetrievalItem.__table__),
             [
                 {"retrieval_id": id, "reflection_pk": pk, "rank": rank, "score": score, "similarity": sim}
                 for pk, rank, score, sim in items
@@ -123,6 +185,7 @@ def get_outcome(session: Session, retrieval_id: str) -> RetrievalOutcome | None:
 
 def record_outcome(
     session: Session,
+    namespace: str,
     retrieval_id: str,
     *,
     success: bool | None,
@@ -152,6 +215,15 @@ def record_outcome(
     if reward is not None:
         values["reward_sum"] = Reflection.reward_sum + reward
     result = session.execute(update(Reflection).where(Reflection.pk.in_(served)).values(**values))
+    if success is not None:
+        session.execute(
+            update(Namespace)
+            .where(Namespace.name == namespace)
+            .values(
+                outcome_total=Namespace.outcome_total + 1,
+                outcome_successes=Namespace.outcome_successes + (1 if success else 0),
+            )
+        )
     return result.rowcount or 0
 
 
@@ -167,15 +239,3 @@ def open_retrievals_of(session: Session, namespace: str, trajectory_id: str, ext
         ~exists().where(RetrievalOutcome.retrieval_id == Retrieval.id),
     )
     return list(session.scalars(stmt))
-
-
-def outcome_baseline(session: Session, namespace: str) -> tuple[int, int]:
-    """(successes, outcomes with a success value) over the namespace's retrievals."""
-    stmt = (
-        select(func.count(), func.sum(case((RetrievalOutcome.success.is_(True), 1), else_=0)))
-        .select_from(RetrievalOutcome)
-        .join(Retrieval, Retrieval.id == RetrievalOutcome.retrieval_id)
-        .where(and_(Retrieval.namespace == namespace, RetrievalOutcome.success.is_not(None)))
-    )
-    total, successes = session.execute(stmt).one()
-    return int(successes or 0), int(total or 0)

@@ -9,7 +9,7 @@ Reflectors use it as:
 """
 
 from reflectors.llm.answers import Message
-from reflectors.llm.budget import InMemoryTokenBudget, Reservation, TokenBudget, estimate_tokens
+from reflectors.llm.budget import InMemoryTokenBudget, Reservation, SqlTokenBudget, TokenBudget, estimate_tokens
 from reflectors.llm.client import LLMClient, LLMResult
 from reflectors.llm.errors import LLMBudgetExceeded, LLMError, LLMOutputError, LLMRequestError, LLMUnavailable
 from reflectors.llm.json_schema import response_format, strict_json_schema
@@ -27,6 +27,7 @@ __all__ = [
     "LLMUnavailable",
     "Message",
     "Reservation",
+    "SqlTokenBudget",
     "TokenBudget",
     "estimate_tokens",
     "response_format",

@@ -3,9 +3,9 @@ burst of trajectories (or a runaway trainer) cannot run up an unbounded bill or
 starve other namespaces on a shared GPU server.
 
 The client reserves an estimate before each request and records the real usage
-after it. `TokenBudget` is the contract; `InMemoryTokenBudget` is the per-process
-implementation. A shared one (a SQL table keyed by namespace and day, updated in the
-same short transaction as the check) implements the same two methods.
+after it. `TokenBudget` is the contract; `SqlTokenBudget` (what the service uses) is
+shared by every worker process through a row per namespace and day;
+`InMemoryTokenBudget` is the per-process one for tools and tests.
 """
 
 from __future__ import annotations
@@ -18,6 +18,8 @@ from datetime import UTC, date, datetime, time, timedelta
 from typing import Protocol
 
 from reflectors.llm.errors import LLMBudgetExceeded
+from store import llm_usage
+from store.database import Database
 
 CHARS_PER_TOKEN = 4  # the usual rule of thumb for English text and BPE tokenizers
 
@@ -32,6 +34,14 @@ def seconds_until_next_utc_day(now: datetime) -> float:
     """How long until the budget of `now`'s UTC day renews."""
     tomorrow = datetime.combine(now.astimezone(UTC).date() + timedelta(days=1), time(0), tzinfo=UTC)
     return (tomorrow - now).total_seconds()
+
+
+def _check(namespace: str, limit: int, committed: int, requested: int, now: datetime) -> None:
+    """Refuse (until the next UTC day) a request that would pass a non-zero limit."""
+    if limit and committed + requested > limit:
+        raise LLMBudgetExceeded(
+            namespace, limit=limit, spent=committed, requested=requested, retry_after=seconds_until_next_utc_day(now)
+        )
 
 
 @dataclass(frozen=True)
@@ -85,14 +95,7 @@ class InMemoryTokenBudget:
         with self._lock:
             self._forget_before(day)
             committed = self._spent.get(key, 0) + self._held.get(key, 0)
-            if self.limit_per_day and committed + estimated_tokens > self.limit_per_day:
-                raise LLMBudgetExceeded(
-                    namespace,
-                    limit=self.limit_per_day,
-                    spent=committed,
-                    requested=estimated_tokens,
-                    retry_after=seconds_until_next_utc_day(now),
-                )
+            _check(namespace, self.limit_per_day, committed, estimated_tokens, now)
             self._held[key] = self._held.get(key, 0) + estimated_tokens
         return Reservation(namespace, day, estimated_tokens)
 
@@ -113,3 +116,39 @@ class InMemoryTokenBudget:
         for counts in (self._spent, self._held):
             for key in [k for k in counts if k[1] < day]:
                 del counts[key]
+
+
+class SqlTokenBudget:
+    """Budget shared by every process on the database: `reserve` checks the day's
+    recorded spend in SQL, `record` adds to it in one upsert. Reservations are not
+    held (a worker killed mid-call would leak them until midnight), so concurrent
+    calls can overshoot the limit by at most what they are about to spend.
+
+    `limit_per_day` 0 means unlimited (spend is still recorded).
+    """
+
+    def __init__(self, db: Database, limit_per_day: int, *, clock: Callable[[], datetime] | None = None) -> None:
+        if limit_per_day < 0:
+            raise ValueError("limit_per_day must be 0 (unlimited) or positive")
+        self.db = db
+        self.limit_per_day = limit_per_day
+        self._clock = clock or (lambda: datetime.now(UTC))
+
+    def reserve(self, namespace: str, estimated_tokens: int) -> Reservation:
+        now = self._clock()
+        day = now.astimezone(UTC).date()
+        if self.limit_per_day:
+            _check(namespace, self.limit_per_day, self.spent_on(namespace, day), estimated_tokens, now)
+        return Reservation(namespace, day, estimated_tokens)
+
+    def record(self, reservation: Reservation, used_tokens: int) -> None:
+        if used_tokens <= 0:
+            return  # the call failed before the server did any work: nothing to count
+        self.db.run_write(lambda session: llm_usage.add(session, reservation.namespace, reservation.day, used_tokens))
+
+    def spent_on(self, namespace: str, day: date) -> int:
+        with self.db.read() as session:
+            return llm_usage.spent(session, namespace, day)
+
+    def spent_today(self, namespace: str) -> int:
+        return self.spent_on(namespace, self._clock().astimezone(UTC).date())

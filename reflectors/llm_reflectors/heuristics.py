@@ -33,7 +33,6 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from pydantic import BaseModel
-from sqlalchemy.orm import Session
 
 from reflectors.embed import encode_texts
 from reflectors.llm import LLMClient
@@ -153,25 +152,8 @@ class HeuristicPool:
                 }
                 if cand.extra:
                     content["golden_negatives"] = cand.extra
-                item = pool.NewItem(
-                    id=id_,
-                    values={
-                        "namespace": ns,
-                        "id": id_,
-                        "kind": KIND,
-                        "status": "candidate",
-                        "content": content,
-                        "text": cand.text,
-                        "environment": env,
-                        "task": None,
-                        "reflector": reflector,
-                        "reflector_version": reflector_version,
-                        "model": model,
-                        "source_key": f"{KIND}:{id_}",
-                    },
-                    vector=vector,
-                    evidence=evidence,
-                )
+                made_by = (reflector, reflector_version, model)
+                item = pool.NewItem.candidate((ns, KIND, env), id_, content, made_by, vector, evidence)
                 ops.append(pool.Add(item))
                 working.entries.append(pool.PoolEntry(id_, 1, content, cand.text, vector))
                 continue
@@ -196,23 +178,10 @@ class HeuristicPool:
                 target.content = {**target.content, **changes}
                 target.text, target.vector = text, new_vector
 
-        ctx = pool.PoolContext(
-            namespace=ns,
-            kind=KIND,
-            environment=env,
-            pool_reflectors=HEURISTIC_POOL,
-            trajectory_pk=traj.pk,
-            trajectory_id=traj.id,
-            settings=cfg,
-            model=self.embedder.name,
-            actor=f"reflector:{reflector}",
-            seen_ids=seen,
+        who = (KIND, HEURISTIC_POOL, f"reflector:{reflector}")
+        return pool.writer(
+            ops, who=who, traj=traj, environment=env, settings=cfg, model=self.embedder.name, seen_ids=seen
         )
-
-        def write(session: Session) -> None:
-            pool.write_ops(session, ctx, ops)
-
-        return write
 
     def _maintain(
         self, namespace: str, environment: str | None, h: HeuristicItem, neighbours: list[pool.PoolEntry]

@@ -18,6 +18,7 @@ falling to 0 is retired, the history saying why.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,6 +41,36 @@ class NewItem:
     values: dict[str, Any]  # insert_reflection values (status, content with importance 1, text, …)
     vector: np.ndarray
     evidence: repo.EvidenceIn  # the source attempt, value +1
+
+    @classmethod
+    def candidate(
+        cls,
+        where: tuple[str, str, str | None],
+        id_: str,
+        content: dict[str, Any],
+        made_by: tuple[str, str, str],
+        vector: np.ndarray,
+        evidence: repo.EvidenceIn,
+    ) -> NewItem:
+        """A new candidate item. where: (namespace, kind, environment); made_by:
+        (reflector, its version, model)."""
+        namespace, kind, environment = where
+        reflector, version, model = made_by
+        values = {
+            "namespace": namespace,
+            "id": id_,
+            "kind": kind,
+            "status": "candidate",
+            "content": content,
+            "text": content["text"],
+            "environment": environment,
+            "task": None,
+            "reflector": reflector,
+            "reflector_version": version,
+            "model": model,
+            "source_key": f"{kind}:{id_}",
+        }
+        return cls(id_, values, vector, evidence)
 
 
 @dataclass
@@ -121,6 +152,25 @@ class PoolContext:
     model: str  # the embedder's name
     actor: str
     seen_ids: frozenset[str]  # pool items the plan was made against
+
+
+def writer(
+    ops: list[Op],
+    *,
+    who: tuple[str, tuple[str, ...], str],
+    traj: Trajectory,
+    environment: str | None,
+    settings: LLMReflectionSettings,
+    model: str,
+    seen_ids: frozenset[str],
+) -> Callable[[Session], None]:
+    """The job's write: apply `ops` for the trajectory. `who` is (kind, the
+    reflectors whose items form the pool, actor recorded in history)."""
+    kind, pool_reflectors, actor = who
+    ctx = PoolContext(
+        traj.namespace, kind, environment, pool_reflectors, traj.pk, traj.id, settings, model, actor, seen_ids
+    )
+    return lambda session: write_ops(session, ctx, ops)
 
 
 def write_ops(session: Session, ctx: PoolContext, ops: list[Op]) -> None:

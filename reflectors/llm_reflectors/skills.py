@@ -16,8 +16,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy.orm import Session
-
 from reflectors.embed import encode_texts
 from reflectors.llm import LLMClient
 from reflectors.llm.schemas import SkillItem, SkillsOut
@@ -117,47 +115,13 @@ class SkillsReflector:
                 "importance": 1,
                 "text": text,
             }
-            ops.append(
-                pool.Add(
-                    pool.NewItem(
-                        id=id_,
-                        values={
-                            "namespace": ns,
-                            "id": id_,
-                            "kind": KIND,
-                            "status": "candidate",
-                            "content": content,
-                            "text": text,
-                            "environment": env,
-                            "task": None,
-                            "reflector": SKILLS_NAME,
-                            "reflector_version": prompt.id,
-                            "model": result.model,
-                            "source_key": f"{KIND}:{id_}",
-                        },
-                        vector=vector,
-                        evidence=evidence,
-                    )
-                )
-            )
+            made_by = (SKILLS_NAME, prompt.id, result.model)
+            ops.append(pool.Add(pool.NewItem.candidate((ns, KIND, env), id_, content, made_by, vector, evidence)))
             entry = pool.PoolEntry(id_, 1, content, text, vector)
             library.entries.append(entry)
             by_name[s.name] = entry
 
-        ctx = pool.PoolContext(
-            namespace=ns,
-            kind=KIND,
-            environment=env,
-            pool_reflectors=POOL,
-            trajectory_pk=traj.pk,
-            trajectory_id=traj.id,
-            settings=cfg,
-            model=self.embedder.name,
-            actor=f"reflector:{SKILLS_NAME}",
-            seen_ids=seen,
+        who = (KIND, POOL, f"reflector:{SKILLS_NAME}")
+        return pool.writer(
+            ops, who=who, traj=traj, environment=env, settings=cfg, model=self.embedder.name, seen_ids=seen
         )
-
-        def write(session: Session) -> None:
-            pool.write_ops(session, ctx, ops)
-
-        return write

@@ -64,6 +64,17 @@ class KeyService:
                 key=secret,
             )
 
+    def cached(self, authorization: str | None) -> Principal | None:
+        """The principal of a recently seen valid key, without touching the database
+        (None: not cached; call `authenticate`)."""
+        if not authorization:
+            return None
+        scheme, _, secret = authorization.partition(" ")
+        if scheme.lower() != "bearer" or not secret.strip():
+            return None
+        hit = self._cache.get(hash_key(secret.strip()))
+        return hit[1] if hit is not None and hit[0] > time.monotonic() else None
+
     def authenticate(self, authorization: str | None) -> Principal:
         if not authorization:
             raise Unauthorized("missing Authorization header; send 'Authorization: Bearer <key>'")

@@ -3,11 +3,13 @@ namespaced request goes through."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from sqlalchemy.orm import Session
 
 from service.auth import Permission, Principal
 from service.errors import Conflict, NotFound
-from service.namespaces.schemas import NamespaceCreate, NamespaceRead
+from service.namespaces.schemas import NamespaceCreate, NamespaceRead, NamespaceSettings, parse_settings
 from store import namespaces as repo
 from store.database import Database
 
@@ -18,6 +20,7 @@ class NamespaceService:
         # Namespaces are never deleted through the API, so a name once seen stays
         # valid: skip the lookup on the ingest hot path.
         self._known: set[str] = set()
+        self._parsed: dict[str, tuple[dict[str, Any], NamespaceSettings]] = {}
 
     def require(self, session: Session, name: str) -> None:
         if name in self._known:
@@ -25,6 +28,16 @@ class NamespaceService:
         if repo.get_namespace(session, name) is None:
             raise NotFound(f"namespace {name!r} not found", field="namespace")
         self._known.add(name)
+
+    def parsed_settings(self, name: str, raw: dict[str, Any]) -> NamespaceSettings:
+        """The namespace's settings as a model, parsed once per change of the stored
+        JSON (comparing dicts is far cheaper than validating them on every retrieve)."""
+        hit = self._parsed.get(name)
+        if hit is not None and hit[0] == raw:
+            return hit[1]
+        parsed = parse_settings(raw)
+        self._parsed[name] = (raw, parsed)
+        return parsed
 
     def create(self, principal: Principal, body: NamespaceCreate) -> tuple[NamespaceRead, bool]:
         """Returns (namespace, created). An identical repeat is a replay; a

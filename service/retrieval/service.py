@@ -9,14 +9,16 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
+from sqlalchemy import Row
 from sqlalchemy.orm import Session
 
 from service.auth import Permission, Principal
 from service.errors import Conflict, NotFound
 from service.limits import LimitChecker
-from service.namespaces.schemas import NamespaceSettings, parse_settings
+from service.namespaces.schemas import NamespaceSettings
 from service.namespaces.service import NamespaceService
 from service.retrieval import ranking
 from service.retrieval.consistency import parse_token, wait_for
@@ -33,12 +35,11 @@ from service.retrieval.schemas import (
 from service.retrieval.state_text import TASK_KEYED, internal_text, state_text, task_query_text
 from service.trajectories.service import task_hash
 from store import namespaces as namespaces_repo
-from store import reflections as reflections_repo
 from store import retrievals as repo
 from store.database import Database
 from store.embedding.base import Embedder
 from store.index_registry import IndexRegistry
-from store.models import Reflection, utcnow
+from store.models import utcnow
 
 EVIDENCE_PER_ITEM = 5
 MIN_FETCH = 50
@@ -57,7 +58,7 @@ class _Query:
 
 @dataclass
 class _Candidate:
-    row: Reflection
+    row: repo.ScoringRow
     state_sim: float
     internal_sim: float | None
     similarity: float
@@ -91,10 +92,12 @@ class RetrievalService:
         self.checker.text(req.task, "task")
         token = parse_token(req.consistency_token) if req.consistency_token else None
         with self.db.read() as session:
-            self.namespaces.require(session, ns)
-            row = namespaces_repo.get_namespace(session, ns)
-            settings = parse_settings(row.settings if row else {})
-            baseline = ranking.baseline_rate(*repo.outcome_baseline(session, ns))
+            inputs = namespaces_repo.ranking_inputs(session, ns)
+        if inputs is None:
+            raise NotFound(f"namespace {ns!r} not found", field="namespace")
+        raw_settings, outcome_successes, outcome_total = inputs
+        settings = self.namespaces.parsed_settings(ns, raw_settings)
+        baseline = ranking.baseline_rate(outcome_successes, outcome_total)
 
         waited_ms = wait_for(self.db, ns, token, req.wait_timeout_ms) if token else 0
         self.registry.sync(ns, force=token is not None)
@@ -103,9 +106,13 @@ class RetrievalService:
         candidates = self._candidates(ns, req, settings, query, baseline)
         chosen = self._choose(candidates, req)
 
+        chosen_pks = [c.row.pk for c in chosen]
         with self.db.read() as session:
-            evidence = repo.evidence_summaries(session, [c.row.pk for c in chosen], EVIDENCE_PER_ITEM)
-        items = [self._item(c, evidence.get(c.row.pk, [])) for c in chosen]
+            served = repo.load_served(session, chosen_pks)
+            evidence = repo.evidence_summaries(session, chosen_pks, EVIDENCE_PER_ITEM)
+        # A reflection deleted between scoring and loading is simply not served.
+        chosen = [c for c in chosen if c.row.pk in served]
+        items = [self._item(c, served[c.row.pk], evidence.get(c.row.pk, [])) for c in chosen]
         retrieval_id = "r_" + uuid.uuid4().hex
         with self.db.write() as session:
             repo.insert_retrieval(
@@ -181,11 +188,10 @@ class RetrievalService:
                     pks.update(found)
                     exhausted = exhausted and len(found) >= len(index)
             with self.db.read() as session:
-                rows = repo.load_candidates(session, ns, sorted(pks), filters)
-                vectors = reflections_repo.embeddings_for(session, [r.pk for r in rows], self.embedder.name)
+                rows = repo.load_candidates(session, ns, sorted(pks), filters, self.embedder.name)
             out = []
             for row in rows:
-                vecs = vectors.get(row.pk, {})
+                vecs = row.vectors
                 q_main = query.for_kind(row.kind)
                 if "state" not in vecs or q_main is None:
                     continue
@@ -216,8 +222,7 @@ class RetrievalService:
         picks = ranking.mmr_order([c.score for c in pool], np.vstack([c.vector for c in pool]), req.k, req.mmr_lambda)
         return [pool[i] for i in picks]
 
-    def _item(self, c: _Candidate, evidence: list[tuple[str, int | None, int | None]]) -> RetrievedItem:
-        row = c.row
+    def _item(self, c: _Candidate, row: Row[Any], evidence: list[tuple[str, int | None, int | None]]) -> RetrievedItem:
         content = dict(row.content)
         if row.kind == "exemplar":
             n, wins, losses = row.evidence_count, row.evidence_successes, row.evidence_failures
@@ -275,6 +280,7 @@ class RetrievalService:
                 )
             n = repo.record_outcome(
                 session,
+                ns,
                 retrieval_id,
                 success=body.success,
                 reward=body.reward,

@@ -139,7 +139,7 @@ def _credit_retrievals(session: Session, ns: str, traj: Trajectory) -> None:
     listed in retrieval_ids) that have no outcome yet, with its own outcome."""
     for rid in retrievals_repo.open_retrievals_of(session, ns, traj.id, traj.retrieval_ids or []):
         retrievals_repo.record_outcome(
-            session, rid, success=traj.success, reward=traj.reward, trajectory_id=traj.id, details=None
+            session, ns, rid, success=traj.success, reward=traj.reward, trajectory_id=traj.id, details=None
         )
 
 

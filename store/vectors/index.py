@@ -10,6 +10,10 @@ from exact to ANN, compacting HNSW tombstones, retraining an outgrown IVF) is bu
 from a snapshot without any lock that searches need and swapped in at the end:
 searches keep being served by the old structure, other writers wait. Large batches
 are applied in chunks, so a bulk add never blocks searches for more than one chunk.
+With `rebuild_in_background` (what the API's indexes use) writers do not wait either:
+the new structure is built on a thread from a snapshot while writes keep going to the
+old one and are logged; the log is replayed onto the new structure before the swap.
+A 1M-vector IVF training takes minutes, and no request should wait on it.
 
 Threads: faiss parallelises with OpenMP, whose thread count is a per-OS-thread
 setting (a thread the caller's pool created starts with "all cores", whatever the
@@ -22,8 +26,10 @@ after the other. So every call sets the count for its own thread: search_threads
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
+import time
 from collections.abc import Collection
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -39,6 +45,8 @@ from store.vectors.fileformat import CorruptIndexError
 from store.vectors.hnsw import HNSWBackend
 from store.vectors.ivf import IVFBackend
 from store.vectors.rwlock import ReadWriteLock
+
+log = logging.getLogger("reflexa.index")
 
 AnnKind = Literal["ivf", "hnsw"]
 FORMAT_VERSION = 1
@@ -123,13 +131,17 @@ class VectorIndex:
         max_tombstone_ratio: float = 0.2,
         search_threads: int = 1,
         build_threads: int | None = None,
+        rebuild_in_background: bool = False,
     ) -> None:
         """hnsw_m / ef_construction: graph degree and build beam (memory and build
         time against recall); ef_search: search beam. nlist: IVF lists (None: about
         4*sqrt(N) at build time); nprobe: lists scanned per query.
         max_tombstone_ratio: share of removed-but-still-in-the-graph HNSW nodes that
         triggers a rebuild. search_threads / build_threads: faiss (OpenMP) threads
-        per search call and per write (None: all usable cores)."""
+        per search call and per write (None: all usable cores).
+        rebuild_in_background: switches and rebuilds run on their own thread
+        instead of inside the write that triggered them (not persisted: a
+        property of the process using the index)."""
         self._config = IndexConfig(
             dim,
             exact_max,
@@ -147,6 +159,11 @@ class VectorIndex:
         self._rw = ReadWriteLock()
         self._writer = threading.Lock()
         self._rebuilds = 0
+        self._background = rebuild_in_background
+        # While a background rebuild runs: the writes made since its snapshot, in
+        # order, as ("add", ids, vectors) or ("remove", ids, None). Guarded by _writer.
+        self._pending: list[tuple[str, np.ndarray, np.ndarray | None]] | None = None
+        self._builder: threading.Thread | None = None
 
     # -- reads -------------------------------------------------------------------
 
@@ -208,7 +225,7 @@ class VectorIndex:
             backend = self._backend
             fresh = ~backend.present(ids)
             target = self._target_kind(len(backend) + int(fresh.sum()), backend.kind)
-            if target != backend.kind:
+            if target != backend.kind and not self._background:
                 # Crossing exact_max: build the new structure once from everything,
                 # rather than filling the old one first.
                 old_ids, old_vectors = backend.export()
@@ -223,6 +240,8 @@ class VectorIndex:
                 with self._rw.write():
                     backend.remove(ids[chunk][~fresh[chunk]])
                     backend.add(ids[chunk], vectors[chunk])
+            if self._pending is not None:
+                self._pending.append(("add", ids, vectors))
             self._restructure()
 
     def remove(self, ids: np.ndarray | Collection[int]) -> int:
@@ -236,8 +255,24 @@ class VectorIndex:
             if len(gone):
                 with self._rw.write():
                     backend.remove(gone)
+                if self._pending is not None:
+                    self._pending.append(("remove", gone, None))
                 self._restructure()
             return len(gone)
+
+    def wait_for_rebuild(self, timeout: float | None = None) -> bool:
+        """Block until no background rebuild is running (including one that a
+        finished rebuild started); False on timeout."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            builder = self._builder
+            if builder is None or not builder.is_alive():
+                if builder is self._builder:
+                    return True
+                continue
+            builder.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
+            if builder.is_alive():
+                return False
 
     def set_search_params(self, *, nprobe: int | None = None, ef_search: int | None = None) -> None:
         """Trade recall for latency without a rebuild (IVF nprobe, HNSW ef_search)."""
@@ -263,7 +298,7 @@ class VectorIndex:
             fileformat.write(Path(path), meta, state.arrays, state.index)
 
     @classmethod
-    def load(cls, path: str | Path) -> VectorIndex:
+    def load(cls, path: str | Path, *, rebuild_in_background: bool = False) -> VectorIndex:
         """Restore an index written by save(); CorruptIndexError if the file is
         truncated, corrupted or inconsistent."""
         meta, arrays, index = fileformat.read(Path(path))
@@ -271,7 +306,7 @@ class VectorIndex:
             if meta["format"] != FORMAT_VERSION:
                 raise ValueError(f"unsupported format version {meta['format']}")
             config = dict(meta["config"])
-            loaded = cls(config.pop("dim"), **config)
+            loaded = cls(config.pop("dim"), **config, rebuild_in_background=rebuild_in_background)
             loaded._backend = loaded._restore(meta["kind"], BackendState(meta["params"], arrays, index))
         except (KeyError, TypeError, ValueError) as exc:
             raise CorruptIndexError(f"{path}: inconsistent vector index: {exc}") from exc
@@ -289,10 +324,41 @@ class VectorIndex:
     def _restructure(self) -> None:
         """After a write (writer mutex held): switch or rebuild if size or
         degradation calls for it."""
+        if self._pending is not None:
+            return  # one is being built; it re-checks when it lands
         backend = self._backend
         target = self._target_kind(len(backend), backend.kind)
         if target != backend.kind or backend.needs_rebuild():
-            self._swap(self._build(target, *backend.export()))
+            if not self._background:
+                self._swap(self._build(target, *backend.export()))
+                return
+            ids, vectors = backend.export()
+            self._pending = []
+            self._builder = threading.Thread(
+                target=self._build_in_background, args=(target, ids, vectors), name="vector-index-rebuild", daemon=True
+            )
+            self._builder.start()
+
+    def _build_in_background(self, kind: str, ids: np.ndarray, vectors: np.ndarray) -> None:
+        self._use_build_threads()  # OpenMP thread count is per OS thread
+        try:
+            built = self._build(kind, ids, vectors)
+        except Exception:  # keep serving from the old structure; the next write retries
+            log.exception("background rebuild of a %d-vector index as %s failed", len(ids), kind)
+            with self._writer:
+                self._pending = None
+            return
+        with self._writer:
+            for op, op_ids, op_vectors in self._pending or []:
+                present = built.present(op_ids)
+                if op == "remove":
+                    built.remove(op_ids[present])
+                else:
+                    built.remove(op_ids[present])
+                    built.add(op_ids, op_vectors)
+            self._swap(built)
+            self._pending = None
+            self._restructure()  # the log may have grown it past another threshold
 
     def _build(self, kind: str, ids: np.ndarray, vectors: np.ndarray) -> Backend:
         c = self._config

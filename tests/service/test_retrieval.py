@@ -168,10 +168,14 @@ def test_utility_moves_with_reported_outcomes(api: TestClient) -> None:
     sunk = next(i for i in after if i["id"] == top)
     assert sunk["utility"]["failures"] == failures and sunk["utility"]["mean"] < sunk["utility"]["baseline"]
     assert sunk["score"] < sunk["similarity"]
-    # Outcome replay and conflict.
+    # The baseline counts every outcome of the namespace, from both credit paths.
+    baseline = (1 + 1) / (failures + 1 + 2)
+    assert after[0]["utility"]["baseline"] == pytest.approx(baseline)
+    # Outcome replay and conflict (neither counts again).
     rid = other["retrieval_id"]
     r = api.post(f"{NS}/retrievals/{rid}/outcome", json={"success": False})
     assert r.status_code == 409
+    assert retrieve(api, KITCHEN, k=1)["items"][0]["utility"]["baseline"] == pytest.approx(baseline)
     assert api.post(f"{NS}/retrievals/r_nope/outcome", json={"success": True}).status_code == 404
 
 

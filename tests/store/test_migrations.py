@@ -57,3 +57,39 @@ def test_sqlite_runs_in_wal_mode(tmp_path: Path) -> None:
         assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
         assert conn.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
     engine.dispose()
+
+
+def test_outcome_counters_are_backfilled(empty_url: str) -> None:
+    """0002 moves the utility baseline onto the namespace row: outcomes recorded
+    before it are counted (those without a success value are not)."""
+    upgrade(empty_url, "0001")
+    engine = create_engine(empty_url)
+    with engine.begin() as conn:
+        for ns in ("a", "b"):
+            conn.execute(
+                text("INSERT INTO namespaces (name, settings, created_at) VALUES (:n, '{}', CURRENT_TIMESTAMP)"),
+                {"n": ns},
+            )
+        for i, (ns, success) in enumerate([("a", True), ("a", False), ("a", True), ("a", None), ("b", False)]):
+            conn.execute(
+                text(
+                    "INSERT INTO retrievals (id, namespace, query, created_at)"
+                    " VALUES (:id, :ns, '{}', CURRENT_TIMESTAMP)"
+                ),
+                {"id": f"r{i}", "ns": ns},
+            )
+            conn.execute(
+                text(
+                    "INSERT INTO retrieval_outcomes (retrieval_id, success, created_at)"
+                    " VALUES (:id, :s, CURRENT_TIMESTAMP)"
+                ),
+                {"id": f"r{i}", "s": success},
+            )
+    upgrade(empty_url)
+    with engine.connect() as conn:
+        rows = conn.execute(text("SELECT name, outcome_successes, outcome_total FROM namespaces ORDER BY name"))
+        assert [tuple(r) for r in rows] == [("a", 2, 3), ("b", 0, 1)]
+    downgrade(empty_url, "0001")  # and back: nothing that references a namespace is lost either way
+    with engine.connect() as conn:
+        assert conn.execute(text("SELECT count(*) FROM retrieval_outcomes")).scalar() == 5
+    engine.dispose()

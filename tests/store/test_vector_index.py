@@ -374,3 +374,35 @@ def test_concurrent_searches_with_a_writer(kind: str, rng: np.random.Generator) 
         t.join(timeout=120)
     assert not errors, errors
     assert len(index) == 1000 - 800 + 2000
+
+
+def test_background_rebuild_keeps_serving_and_replays_writes(rng: np.random.Generator) -> None:
+    """With rebuild_in_background the write that crosses exact_max does not wait for
+    the ANN build; writes made during the build reach the new structure."""
+    release = threading.Event()
+
+    class Gated(VectorIndex):
+        def _build(self, kind: str, ids: np.ndarray, vectors: np.ndarray):  # type: ignore[no-untyped-def]
+            assert release.wait(30)
+            return super()._build(kind, ids, vectors)
+
+    index = Gated(DIM, exact_max=100, nprobe=64, rebuild_in_background=True)
+    vectors, replaced = unit(rng, 400), unit(rng, 10)
+    index.add(np.arange(150), vectors[:150])  # crosses exact_max: returns while the build waits
+    assert index.kind == "exact" and len(index) == 150
+    index.add(np.arange(150, 400), vectors[150:])
+    index.add(np.arange(10), replaced)  # upserts during the build
+    index.remove(np.arange(10, 20))
+    _, found = index.search(vectors[200:201], 1)  # served by the old structure meanwhile
+    assert found[0, 0] == 200
+
+    release.set()
+    assert index.wait_for_rebuild(60)
+    assert index.kind == "ivf"
+    assert np.array_equal(index.ids(), np.setdiff1d(np.arange(400), np.arange(10, 20)))
+    _, found = index.search(replaced, 1)
+    assert np.array_equal(found[:, 0], np.arange(10))
+    _, found = index.search(vectors[20:], 1)
+    assert np.array_equal(found[:, 0], np.arange(20, 400))
+    _, found = index.search(vectors[10:20], 5)
+    assert not np.isin(found, np.arange(10, 20)).any()

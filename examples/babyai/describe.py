@@ -115,11 +115,18 @@ def describe_target(image: np.ndarray, mission: str) -> str:
     ahead = cell_ahead(image)
     if ahead not in ("open floor", "a wall"):
         ahead = "the target" if targets and targets[0].ahead == 1 and targets[0].right == 0 else "another object"
-    lines = [f"Directly ahead: {ahead}."]
-    if targets:
-        lines.insert(0, f"The target is {_direction(targets[0])}, {_distance(targets[0])}.")
-    else:
-        wall = wall_distance(image)
-        near_wall = "a wall is close ahead" if wall and wall <= 2 else "no wall close ahead"
-        lines.insert(0, f"The target is not in view; {near_wall}.")
-    return " ".join(lines)
+    wall = wall_distance(image)
+    walls = "wall: " + ("right in front" if wall == 1 else "close ahead" if wall and wall <= 3 else "far ahead")
+    sides = [
+        side
+        for side, col in (("left", AGENT_COL - 1), ("right", AGENT_COL + 1))
+        if IDX_TO_OBJECT[int(image[col, AGENT_ROW, 0])] == "wall"
+    ]
+    if sides:
+        walls += ", beside you on the " + " and ".join(sides)
+    target = (
+        f"The target is {_direction(targets[0])}, {_distance(targets[0])}." if targets else "The target is not in view."
+    )
+    # The walls make turning in place visible: without them, every turn with the
+    # target out of sight would leave the description unchanged.
+    return f"{target} Directly ahead: {ahead}; {walls}."

@@ -8,9 +8,11 @@ worker), which is what the experiments are meant to measure.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -48,6 +50,11 @@ class EmbeddedServer:
         self._process: subprocess.Popen[bytes] | None = None
 
     def start(self) -> EmbeddedServer:
+        # A terminated run must still stop its server: turn SIGTERM into SystemExit so
+        # `finally` / `with` blocks run (only from the main thread, where signals land).
+        if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+            with contextlib.suppress(ValueError):
+                signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
         self.data_dir.mkdir(parents=True, exist_ok=True)
         env = {
             **os.environ,

@@ -1,0 +1,1 @@
+"""TextWorldExpress games (coin, twc, cookingworld) as text environments."""

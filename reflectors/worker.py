@@ -63,6 +63,9 @@ def default_worker_id() -> str:
 @dataclass
 class WorkerConfig:
     concurrency: int = 1
+    # The last slot of each lane serves jobs waiting longer than this first, so
+    # reflection is delayed, never starved, by a flood of indexing work.
+    starved_after: float = 5.0
     lease_seconds: float = 300.0
     poll_interval: float = 0.1
     backoff_base: float = 2.0
@@ -90,22 +93,32 @@ class Worker:
 
     # -- running -----------------------------------------------------------
 
-    def run_once(self, kinds: list[str] | None = None) -> int:
-        """Claim and run one round of jobs (of `kinds`, default all); returns how many."""
+    def run_once(
+        self,
+        kinds: list[str] | None = None,
+        *,
+        limit: int | None = None,
+        starved_after: float | None = None,
+        holder: str | None = None,
+    ) -> int:
+        """Claim and run one round of up to `limit` jobs (default: concurrency) of
+        `kinds` (default all) as `holder` (default this worker's id); returns how many."""
+        holder = holder or self.worker_id
         with self.db.write() as session:
             claimed = jobs_repo.claim_jobs(
                 session,
-                worker_id=self.worker_id,
-                limit=self.config.concurrency,
+                worker_id=holder,
+                limit=limit or self.config.concurrency,
                 lease_seconds=self.config.lease_seconds,
                 kinds=kinds or list(self.handlers),
+                starved_after=starved_after,
             )
             views = [JobView(j.id, j.namespace, j.kind, dict(j.payload), j.attempts) for j in claimed]
         if len(views) == 1:
-            self._run(views[0])
+            self._run(views[0], holder)
         elif views:
             with ThreadPoolExecutor(max_workers=len(views)) as pool:
-                list(pool.map(self._run, views))
+                list(pool.map(lambda view: self._run(view, holder), views))
         return len(views)
 
     def run_until_idle(self, max_rounds: int = 10_000) -> int:
@@ -126,10 +139,15 @@ class Worker:
         slow = [k for k in self.handlers if k in self.slow_kinds]
         return [lane for lane in (fast, slow) if lane]
 
-    def run_forever(self, kinds: list[str] | None = None) -> None:
+    def run_forever(self, kinds: list[str] | None = None, *, slot: str = "0", ages: bool = False) -> None:
+        """One slot: claim a job at a time until `stop` (slots never wait for each
+        other's jobs; each holds its leases under its own id). `ages`: this slot
+        serves starved jobs first."""
+        starved_after = self.config.starved_after if ages else None
+        holder = f"{self.worker_id}/{slot}"
         while not self._stop.is_set():
             try:
-                n = self.run_once(kinds)
+                n = self.run_once(kinds, limit=1, starved_after=starved_after, holder=holder)
             except OperationalError as exc:  # the database blinked: wait and go on
                 log.warning("claiming jobs failed: %s", exc)
                 n = 0
@@ -137,28 +155,34 @@ class Worker:
                 self._wake.wait(self.config.poll_interval)
                 self._wake.clear()
 
-    def start(self) -> None:
-        """Run in background threads, one per lane (the embedded `reflexa serve`)."""
-        self._threads = [
-            threading.Thread(target=self.run_forever, args=(lane,), name=f"reflexa-worker-{i}", daemon=True)
+    def _slots(self) -> list[threading.Thread]:
+        """`concurrency` threads per lane, each claiming its own jobs; the last one
+        of a lane ages (serves starved jobs first)."""
+        n = self.config.concurrency
+        return [
+            threading.Thread(
+                target=self.run_forever,
+                args=(lane,),
+                kwargs={"slot": f"{i}.{slot}", "ages": slot == n - 1},
+                name=f"reflexa-worker-{i}.{slot}",
+                daemon=True,
+            )
             for i, lane in enumerate(self.lanes())
+            for slot in range(n)
         ]
+
+    def start(self) -> None:
+        """Run in background threads (the embedded `reflexa serve`)."""
+        self._threads = self._slots()
         for thread in self._threads:
             thread.start()
 
     def serve(self) -> None:
-        """Run every lane until `stop` (a `reflexa worker` process): slow lanes in
-        threads, the first lane in the calling thread."""
-        first, *rest = self.lanes() or [[]]
-        self._threads = [
-            threading.Thread(target=self.run_forever, args=(lane,), name=f"reflexa-worker-{i + 1}", daemon=True)
-            for i, lane in enumerate(rest)
-        ]
+        """Run every slot of every lane until `stop` (a `reflexa worker` process)."""
+        self.start()
         for thread in self._threads:
-            thread.start()
-        self.run_forever(first)
-        for thread in self._threads:
-            thread.join()
+            while thread.is_alive():  # join in slices so signals reach the main thread
+                thread.join(0.5)
 
     @property
     def running(self) -> bool:
@@ -190,14 +214,14 @@ class Worker:
 
     # -- one job -----------------------------------------------------------
 
-    def _run(self, job: JobView) -> None:
+    def _run(self, job: JobView, holder: str) -> None:
         handler = self.handlers[job.kind]
         try:
             write = handler(job)
             with self.db.write() as session:
                 if write is not None:
                     write(session)
-                if not jobs_repo.complete_job(session, job.id, self.worker_id):
+                if not jobs_repo.complete_job(session, job.id, holder):
                     raise _LeaseLost
         except _LeaseLost:
             log.warning("job %s: lease lost to another worker, results discarded", job.id)
@@ -210,7 +234,7 @@ class Worker:
                 detail += "\n" + "".join(traceback.format_tb(exc.__traceback__)[-5:])
             log.warning("job %s (%s) attempt %s failed: %s", job.id, job.kind, job.attempts, detail.splitlines()[0])
             with self.db.write() as session:
-                jobs_repo.fail_job(session, job.id, self.worker_id, detail, retry_in=retry_in)
+                jobs_repo.fail_job(session, job.id, holder, detail, retry_in=retry_in)
 
     def _backoff(self, attempts: int) -> float:
         base = min(self.config.backoff_max, self.config.backoff_base * 2 ** max(0, attempts - 1))

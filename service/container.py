@@ -43,7 +43,10 @@ def make_embedder(settings: Settings) -> Embedder:
 def make_worker(settings: Settings, db: Database, embedder: Embedder) -> Worker:
     w = settings.worker
     config = WorkerConfig(
-        concurrency=w.concurrency, lease_seconds=w.lease_seconds, poll_interval=w.poll_interval_ms / 1000
+        concurrency=w.concurrency,
+        starved_after=w.starved_after_seconds,
+        lease_seconds=w.lease_seconds,
+        poll_interval=w.poll_interval_ms / 1000,
     )
     llm = (  # one per process (its connection pool and limits); the token budget is shared in SQL
         LLMClient(settings.llm, budget=SqlTokenBudget(db, settings.llm.token_budget_per_namespace_per_day))

@@ -62,6 +62,9 @@ class WorkerSettings(BaseModel):
     # jobs at once use both cores (searchable throughput 34 -> 62 items/s measured
     # by bench/retrieval on 2 cores; one intra-op thread each stays the better split).
     concurrency: int = Field(2, ge=1, description="jobs run at once per worker lane")
+    starved_after_seconds: float = Field(
+        5.0, gt=0, description="the last slot of a lane runs jobs due for longer than this first, oldest first"
+    )
     lease_seconds: float = Field(300.0, gt=0, description="a claimed job returns to the queue after this")
     poll_interval_ms: int = Field(100, ge=1, description="how often an idle worker looks for jobs")
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import and_, func, or_, select, text
+from sqlalchemy import and_, case, func, or_, select, text
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
@@ -80,10 +80,20 @@ def count_jobs_by_status(session: Session) -> dict[tuple[str, str], int]:
 
 
 def claim_jobs(
-    session: Session, *, worker_id: str, limit: int, lease_seconds: float, kinds: list[str] | None = None
+    session: Session,
+    *,
+    worker_id: str,
+    limit: int,
+    lease_seconds: float,
+    kinds: list[str] | None = None,
+    starved_after: float | None = None,
 ) -> list[Job]:
     """Take up to `limit` runnable jobs: queued ones that are due, and running ones
     whose lease expired (their worker died). Each claim bumps `attempts`.
+
+    Order: by priority, then age. With `starved_after` (seconds), jobs due for longer
+    than that come first, oldest first: under a sustained stream of high-priority
+    work (indexing), low-priority reflection would otherwise never run.
 
     PostgreSQL: `FOR UPDATE SKIP LOCKED`, so any number of workers claim without
     blocking each other or taking the same job. SQLite: the write unit's
@@ -94,7 +104,12 @@ def claim_jobs(
         and_(Job.status == "queued", Job.run_after <= now),
         and_(Job.status == "running", Job.lease_expires_at < now),
     )
-    stmt = select(Job).where(runnable).order_by(Job.priority, Job.id).limit(limit)
+    if starved_after is None:
+        order: tuple[Any, ...] = (Job.priority, Job.id)
+    else:
+        starved = Job.run_after < now - timedelta(seconds=starved_after)
+        order = (case((starved, 0), else_=1), case((starved, 0), else_=Job.priority), Job.id)
+    stmt = select(Job).where(runnable).order_by(*order).limit(limit)
     if kinds:
         stmt = stmt.where(Job.kind.in_(kinds))
     if session.get_bind().dialect.name == "postgresql":

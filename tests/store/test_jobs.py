@@ -108,3 +108,21 @@ def test_transient_failures_back_off_then_fail_for_good(db: Database) -> None:
     assert (job.status, job.attempts, job.last_error) == ("failed", 2, "429 again")
     with db.write() as s:
         assert jobs.retry_job(s, "q", j).status == "queued"  # type: ignore[union-attr]
+
+
+def test_starved_jobs_go_first_on_an_ageing_claim(db: Database) -> None:
+    """Priority order starves low-priority work under a stream of high-priority jobs;
+    a claim with `starved_after` takes what has waited longer than that first."""
+    with db.write() as s:
+        old = jobs.enqueue_job(s, namespace="q", kind="reflect", payload={}, dedup_key="old", priority=100)
+        s.get(Job, old).run_after = utcnow() - timedelta(seconds=30)  # type: ignore[union-attr]
+        fresh = [
+            jobs.enqueue_job(s, namespace="q", kind="index", payload={}, dedup_key=f"i{i}", priority=10)
+            for i in range(3)
+        ]
+    with db.write() as s:
+        by_priority = [j.id for j in jobs.claim_jobs(s, worker_id="a", limit=2, lease_seconds=60)]
+    assert by_priority == fresh[:2]
+    with db.write() as s:
+        ageing = [j.id for j in jobs.claim_jobs(s, worker_id="b", limit=2, lease_seconds=60, starved_after=5)]
+    assert ageing == [old, fresh[2]]  # the starved job first, then priority order

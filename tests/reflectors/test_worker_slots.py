@@ -1,0 +1,100 @@
+"""Worker slots: each claims its own jobs, so one long job never idles the others,
+and the ageing slot keeps low-priority work from starving."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from sqlalchemy import select
+
+from reflectors.worker import JobView, Worker, WorkerConfig
+from store import jobs as jobs_repo
+from store.database import Database
+from store.models import Job, Namespace, utcnow
+
+
+def make_db(database_url: str) -> Database:
+    db = Database(database_url)
+    with db.write() as s:
+        s.add(Namespace(name="w", settings={}, created_at=utcnow()))
+    return db
+
+
+def enqueue(db: Database, kind: str, key: str, priority: int = 100) -> int:
+    with db.write() as s:
+        return jobs_repo.enqueue_job(s, namespace="w", kind=kind, payload={}, dedup_key=key, priority=priority)
+
+
+def wait_done(db: Database, ids: list[int], timeout: float = 20.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with db.read() as s:
+            if all(st == "done" for st in s.scalars(select(Job.status).where(Job.id.in_(ids)))):
+                return True
+        time.sleep(0.02)
+    return False
+
+
+def test_a_long_job_does_not_idle_the_other_slot(database_url: str) -> None:
+    db = make_db(database_url)
+    release = threading.Event()
+    ran: list[str] = []
+
+    def slow(job: JobView) -> None:
+        assert release.wait(30)
+
+    def fast(job: JobView) -> None:
+        ran.append(job.payload.get("k", "fast"))
+
+    worker = Worker(db, {"slow": slow, "fast": fast}, WorkerConfig(concurrency=2, poll_interval=0.01))
+    slow_id = enqueue(db, "slow", "s")
+    worker.start()
+    try:
+        time.sleep(0.2)  # a slot has the slow job by now
+        fast_ids = [enqueue(db, "fast", f"f{i}") for i in range(5)]
+        assert wait_done(db, fast_ids), "fast jobs waited for the slow one"
+        release.set()
+        assert wait_done(db, [slow_id])
+    finally:
+        release.set()
+        worker.stop()
+        db.dispose()
+    assert len(ran) == 5
+
+
+def test_the_ageing_slot_runs_starved_work_under_a_flood(database_url: str) -> None:
+    db = make_db(database_url)
+    stop_flood = threading.Event()
+
+    def index(job: JobView) -> None:
+        time.sleep(0.02)  # two slots: at most ~100 jobs/s
+
+    def reflect(job: JobView) -> None:
+        pass
+
+    worker = Worker(db, {"index": index, "reflect": reflect}, WorkerConfig(concurrency=2, poll_interval=0.01))
+    worker.config.starved_after = 0.3
+    reflect_id = enqueue(db, "reflect", "r", priority=100)
+
+    for i in range(100):
+        enqueue(db, "index", f"backlog{i}", priority=10)
+
+    def flood() -> None:  # ~400 jobs/s: always more high-priority work than the slots can do
+        i = 0
+        while not stop_flood.is_set():
+            for _ in range(20):
+                enqueue(db, "index", f"i{i}", priority=10)
+                i += 1
+            time.sleep(0.05)
+
+    feeder = threading.Thread(target=flood)
+    feeder.start()
+    worker.start()
+    try:
+        assert wait_done(db, [reflect_id], timeout=30), "low-priority job starved"
+    finally:
+        stop_flood.set()
+        feeder.join()
+        worker.stop()
+        db.dispose()

@@ -353,7 +353,28 @@ def unlink_trajectory(session: Session, namespace: str, trajectory_pk: int) -> i
         session.execute(delete(Reflection).where(Reflection.pk.in_([pk for pk, _ in orphans])))
         append_changes(session, namespace, [(kind, pk, "delete") for pk, kind in orphans])
     refresh_evidence_stats(session, sorted(still_cited))
+    _refresh_importance(session, sorted(still_cited))
     return len(orphans)
+
+
+def _refresh_importance(session: Session, reflection_pks: Sequence[int]) -> None:
+    """Items of the LLM pools carry `content.importance`, the sum of their evidence
+    votes (+1 / -1): a deleted voter's vote goes with its evidence. Status is left
+    to curation (an item is not retired because its source data was deleted)."""
+    if not reflection_pks:
+        return
+    sums = dict(
+        session.execute(
+            select(ReflectionEvidence.reflection_pk, func.sum(ReflectionEvidence.value))
+            .where(ReflectionEvidence.reflection_pk.in_(list(reflection_pks)))
+            .group_by(ReflectionEvidence.reflection_pk)
+        ).all()
+    )
+    for row in session.scalars(select(Reflection).where(Reflection.pk.in_(list(reflection_pks)))):
+        if "importance" in row.content:
+            importance = round(sums.get(row.pk) or 0)
+            if row.content["importance"] != importance:
+                row.content = {**row.content, "importance": importance}
 
 
 def replace_evidence(session: Session, reflection_pk: int, evidence: Sequence[EvidenceIn]) -> None:

@@ -236,6 +236,11 @@ def test_a_similar_heuristic_merges_and_evidence_activates_it(api_llm: TestClien
     [served] = r.json()["items"]
     assert served["id"] == door["id"] and {e["trajectory_id"] for e in served["evidence"]} == {"t1", "t2", "t3"}
 
+    # Deleting a voter's trajectory takes its vote with it.
+    assert api.delete(f"{NS}/trajectories/t2").status_code == 200
+    door = get(api, door["id"])
+    assert door["content"]["importance"] == 2 and door["evidence_count"] == 2
+
 
 def test_operator_activation_ignores_evidence(api_llm: TestClient, scripted_llm: ScriptedLLM) -> None:
     api = api_llm

@@ -92,7 +92,6 @@ class ReflexaAgent:
         self.namespace = namespace
         self.task = ""
         self._client = client
-        self._namespace = namespace
         self._rng = random.Random(seed)
         self._k = k
         self._params = params or MemoryParams()
@@ -103,7 +102,7 @@ class ReflexaAgent:
         env.reset(world, split)
         self.task = env.task
         with self._client.episode(
-            self._namespace,
+            self.namespace,
             task=env.task,
             environment=env.name,
             agent=self.name,

@@ -5,7 +5,8 @@ Each exemplar says: in a state like this, action *a* was taken ``count`` times,
 debited as the cause of a failure, with mean return-to-go ``return_to_go`` (the
 discounted reward that followed: high when success came soon after).
 
-Only the nearest states count: with an exact match the agent acts on that state
+Only the nearest states count (by the state match; the subgoal only ranks what
+the server returns): with an exact match the agent acts on that state
 alone (a look-alike state of another world must not outvote it), otherwise on the
 items within ``margin`` of the best similarity and above ``min_similarity``.
 Per action, the value is the mean return-to-go over those items, weighted by how
@@ -55,11 +56,14 @@ class MemoryParams:
 def nearest(items: Sequence[RetrievedItem], params: MemoryParams) -> list[RetrievedItem]:
     if not items:
         return []
-    best = max(i.similarity for i in items)
+    # The state match alone decides what counts as "this state": the joint similarity
+    # also weighs the internal state, so the same view under another mission (another
+    # world's "go to the red ball") would never count as the same state.
+    best = max(i.state_similarity for i in items)
     if best >= params.exact:  # this very state was seen: its own record beats any look-alike
-        return [i for i in items if i.similarity >= params.exact]
+        return [i for i in items if i.state_similarity >= params.exact]
     floor = max(params.min_similarity, best - params.margin)
-    return [i for i in items if i.similarity >= floor]
+    return [i for i in items if i.state_similarity >= floor]
 
 
 def evidence_by_action(

@@ -3,6 +3,7 @@ namespaced request goes through."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from sqlalchemy.orm import Session
@@ -13,6 +14,8 @@ from service.namespaces.schemas import NamespaceCreate, NamespaceRead, Namespace
 from store import namespaces as repo
 from store.database import Database
 
+RANKING_INPUTS_TTL = 1.0  # seconds
+
 
 class NamespaceService:
     def __init__(self, db: Database) -> None:
@@ -21,6 +24,7 @@ class NamespaceService:
         # valid: skip the lookup on the ingest hot path.
         self._known: set[str] = set()
         self._parsed: dict[str, tuple[dict[str, Any], NamespaceSettings]] = {}
+        self._inputs: dict[str, tuple[float, tuple[NamespaceSettings, int, int]]] = {}
 
     def require(self, session: Session, name: str) -> None:
         if name in self._known:
@@ -28,6 +32,25 @@ class NamespaceService:
         if repo.get_namespace(session, name) is None:
             raise NotFound(f"namespace {name!r} not found", field="namespace")
         self._known.add(name)
+
+    def ranking_inputs(self, name: str) -> tuple[NamespaceSettings, int, int]:
+        """(settings, outcome successes, outcomes) for ranking, read at most once per
+        RANKING_INPUTS_TTL in this process: a baseline a second old ranks the same,
+        and this process's own credits refresh it at once (`outcomes_changed`)."""
+        now = time.monotonic()
+        hit = self._inputs.get(name)
+        if hit is not None and hit[0] > now:
+            return hit[1]
+        with self.db.read() as session:
+            row = repo.ranking_inputs(session, name)
+        if row is None:
+            raise NotFound(f"namespace {name!r} not found", field="namespace")
+        inputs = (self.parsed_settings(name, row[0]), row[1], row[2])
+        self._inputs[name] = (now + RANKING_INPUTS_TTL, inputs)
+        return inputs
+
+    def outcomes_changed(self, name: str) -> None:
+        self._inputs.pop(name, None)
 
     def parsed_settings(self, name: str, raw: dict[str, Any]) -> NamespaceSettings:
         """The namespace's settings as a model, parsed once per change of the stored

@@ -34,7 +34,6 @@ from service.retrieval.schemas import (
 )
 from service.retrieval.state_text import TASK_KEYED, internal_text, state_text, task_query_text
 from service.trajectories.service import task_hash
-from store import namespaces as namespaces_repo
 from store import retrievals as repo
 from store.database import Database
 from store.embedding.base import Embedder
@@ -91,12 +90,7 @@ class RetrievalService:
         self.checker.text(req.internal_state, "internal_state")
         self.checker.text(req.task, "task")
         token = parse_token(req.consistency_token) if req.consistency_token else None
-        with self.db.read() as session:
-            inputs = namespaces_repo.ranking_inputs(session, ns)
-        if inputs is None:
-            raise NotFound(f"namespace {ns!r} not found", field="namespace")
-        raw_settings, outcome_successes, outcome_total = inputs
-        settings = self.namespaces.parsed_settings(ns, raw_settings)
+        settings, outcome_successes, outcome_total = self.namespaces.ranking_inputs(ns)
         baseline = ranking.baseline_rate(outcome_successes, outcome_total)
 
         waited_ms = wait_for(self.db, ns, token, req.wait_timeout_ms) if token else 0
@@ -291,4 +285,6 @@ class RetrievalService:
                 retrieval_id=retrieval_id, success=body.success, reward=body.reward, credited_items=n
             )
 
-        return self.db.run_write(work)
+        result = self.db.run_write(work)
+        self.namespaces.outcomes_changed(ns)
+        return result

@@ -166,9 +166,12 @@ class TrajectoryService:
         # Called after a commit that queued jobs: an in-process worker starts at once.
         self.on_enqueue = on_enqueue or (lambda: None)
 
-    def _notify(self, token: str) -> None:
+    def _notify(self, ns: str, token: str) -> None:
+        """After a write that queued jobs (only closing an episode does): wake the
+        worker, and drop the cached utility baseline (closing credits retrievals)."""
         if token != "c1.0":
             self.on_enqueue()
+            self.namespaces.outcomes_changed(ns)
 
     # -- writes --------------------------------------------------------------
 
@@ -185,7 +188,7 @@ class TrajectoryService:
             return convert.written(traj, consistency_token(job_ids)), created
 
         written, created = self.db.run_write(work)
-        self._notify(written.consistency_token)
+        self._notify(ns, written.consistency_token)
         return written, created
 
     def create_batch(
@@ -218,7 +221,7 @@ class TrajectoryService:
             return BatchWritten(items=out, consistency_token=consistency_token(job_ids)), any(c for _, c in results)
 
         written, created = self.db.run_write(work)
-        self._notify(written.consistency_token)
+        self._notify(ns, written.consistency_token)
         return written, created
 
     def _create_many(
@@ -366,7 +369,7 @@ class TrajectoryService:
             return convert.written(traj, consistency_token(job_ids))
 
         written = self.db.run_write(work)
-        self._notify(written.consistency_token)
+        self._notify(ns, written.consistency_token)
         return written
 
     def delete(self, principal: Principal, ns: str, id: str) -> TrajectoryDeleted:

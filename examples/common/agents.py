@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from reflexa import Client, Episode
 
 from examples.common.env_api import Observation, TextEnv, Transition
-from examples.common.memory_policy import MemoryParams, choose, evidence_by_action
+from examples.common.memory_policy import MemoryParams, choose, evidence_by_action, nearest
 from examples.common.rules import EpisodeRules
 
 Decide = Callable[[Observation, EpisodeRules], tuple[str, str]]
@@ -87,10 +87,11 @@ class ReflexaAgent:
     name = "reflexa"
 
     def __init__(
-        self, client: Client, namespace: str, seed: int, *, k: int = 20, params: MemoryParams | None = None
+        self, client: Client, namespace: str, seed: int, *, k: int = 40, params: MemoryParams | None = None
     ) -> None:
         self.namespace = namespace
         self.task = ""
+        self._start = ""
         self._client = client
         self._rng = random.Random(seed)
         self._k = k
@@ -99,7 +100,7 @@ class ReflexaAgent:
     def run(self, env: TextEnv, world: int, split: str) -> EpisodeResult:
         # The task is known only after reset, and the episode needs it: reset first,
         # then replay the same world inside `play` (reset is deterministic per seed).
-        env.reset(world, split)
+        self._start = env.reset(world, split).text
         self.task = env.task
         with self._client.episode(
             self.namespace,
@@ -116,7 +117,7 @@ class ReflexaAgent:
                 ep.step(
                     obs.text,
                     action,
-                    internal_state=obs.subgoal,
+                    internal_state=self.internal_state(obs),
                     result=tr.result,
                     reward=tr.reward,
                     done=tr.done and not tr.truncated,
@@ -133,7 +134,16 @@ class ReflexaAgent:
         return result
 
     def decide(self, ep: Episode, obs: Observation, rules: EpisodeRules) -> tuple[str, str]:
-        """Retrieve by the current state and subgoal, act on the nearest evidence."""
-        hits = ep.retrieve(obs.text, internal_state=obs.subgoal, kinds=["exemplar"], k=self._k)
+        """Retrieve by the current state and internal state, act on the nearest evidence."""
+        hits = ep.retrieve(obs.text, internal_state=self.internal_state(obs), kinds=["exemplar"], k=self._k)
         evidence = evidence_by_action(hits.items, obs.actions, self._params)
-        return choose(evidence, rules, obs.text, obs.actions, self._params)
+        exact = nearest(hits.items, self._params)[1] in ("same", "state")
+        return choose(evidence, rules, obs.text, obs.actions, self._params, exact=exact)
+
+    def internal_state(self, obs: Observation) -> str:
+        """The subgoal, and where this episode began. Two worlds can share a room
+        that looks the same (same furniture, same exits) while the goal lies
+        elsewhere; the agent's memory of its start tells them apart, so what it
+        recalls for "this very situation" is about this world. In a world never
+        seen, no start matches and the same room seen elsewhere is used instead."""
+        return f"{obs.subgoal}\nThis episode began here:\n{self._start}"

@@ -72,7 +72,7 @@ class LLMReflexaAgent(ReflexaAgent):
     def decide(self, ep: Episode, obs: Observation, rules: EpisodeRules) -> tuple[str, str]:
         hits = ep.retrieve(
             obs.text,
-            internal_state=obs.subgoal,
+            internal_state=self.internal_state(obs),
             kinds=["exemplar"],
             k=self._k,
             render={"format": "markdown", "max_chars": self._context_chars},

@@ -5,20 +5,18 @@ Each exemplar says: in a state like this, action *a* was taken ``count`` times,
 debited as the cause of a failure, with mean return-to-go ``return_to_go`` (the
 discounted reward that followed: high when success came soon after).
 
-Only the nearest states count (by the state match; the subgoal only ranks what
-the server returns): with an exact match the agent acts on that state
-alone (a look-alike state of another world must not outvote it), otherwise on the
-items within ``margin`` of the best similarity and above ``min_similarity``.
-Per action, the value is the mean return-to-go over those items, weighted by how
-many steps each merged and by the server's utility factor (``score / similarity``:
-items served in successful episodes rank higher), so outcome feedback moves the
-choice, not only the order.
+Only the nearest states count (see :func:`nearest`: this very situation first,
+then the same state met elsewhere, then look-alike states). Per action, the value
+is the mean return-to-go over those items, weighted by how many steps each merged
+and by the server's utility factor (``score / similarity``: items served in
+successful episodes rank higher), so outcome feedback moves the choice, not only
+the order.
 
-The choice: the highest-valued action with success evidence (unless it keeps
+The choice: the highest-valued action with rewarding evidence (unless it keeps
 failing to change anything here in this episode), never an action whose evidence
 is mostly failures, otherwise explore: the action least tried in these states in
-past episodes (memory makes exploration systematic across episodes, instead of
-starting from scratch every time), then the least tried in this episode.
+past episodes among those equally new in this episode (memory makes exploration
+systematic across episodes, instead of starting from scratch every time).
 """
 
 from __future__ import annotations
@@ -42,6 +40,7 @@ class ActionEvidence:
 
     @property
     def value(self) -> float:
+        """Mean return-to-go: how well taking this action here went, failures included."""
         return self.value_sum / self.weight if self.weight else 0.0
 
 
@@ -53,17 +52,34 @@ class MemoryParams:
     loop_limit: int = 2  # a recalled action tried this often here in this episode is not trusted again
 
 
-def nearest(items: Sequence[RetrievedItem], params: MemoryParams) -> list[RetrievedItem]:
-    if not items:
-        return []
-    # The state match alone decides what counts as "this state": the joint similarity
-    # also weighs the internal state, so the same view under another mission (another
-    # world's "go to the red ball") would never count as the same state.
-    best = max(i.state_similarity for i in items)
-    if best >= params.exact:  # this very state was seen: its own record beats any look-alike
-        return [i for i in items if i.state_similarity >= params.exact]
+def _same(similarity: float | None, params: MemoryParams) -> bool:
+    return similarity is None or similarity >= params.exact
+
+
+def nearest(items: Sequence[RetrievedItem], params: MemoryParams) -> tuple[list[RetrievedItem], str]:
+    """The items to act on, and how they match the query:
+
+    - ``"same"``: this very state with this very internal state (the same
+      situation, e.g. the same room in the same world, reached the same way);
+    - ``"state"``: the same state under another internal state (another world or
+      mission): what was done in this view elsewhere;
+    - ``"near"``: look-alike states, within ``margin`` of the best state match;
+    - ``"none"``: nothing close enough.
+
+    Each level is used only when the one before it is empty: a look-alike never
+    outvotes the record of this very situation. The state match (not the joint
+    similarity) decides, so a different internal state cannot hide the same view.
+    """
+    same_state = [i for i in items if i.state_similarity >= params.exact]
+    same = [i for i in same_state if _same(i.internal_similarity, params)]
+    if same:
+        return same, "same"
+    if same_state:
+        return same_state, "state"
+    best = max((i.state_similarity for i in items), default=0.0)
     floor = max(params.min_similarity, best - params.margin)
-    return [i for i in items if i.state_similarity >= floor]
+    near = [i for i in items if i.state_similarity >= floor]
+    return near, "near" if near else "none"
 
 
 def evidence_by_action(
@@ -71,7 +87,7 @@ def evidence_by_action(
 ) -> dict[str, ActionEvidence]:
     valid = set(actions)
     out: dict[str, ActionEvidence] = {}
-    for item in nearest(items, params):
+    for item in nearest(items, params)[0]:
         content = item.content
         action = content.get("action")
         if not isinstance(action, str) or action not in valid:
@@ -96,24 +112,30 @@ def choose(
     state: str,
     actions: tuple[str, ...],
     params: MemoryParams,
+    *,
+    exact: bool = False,
 ) -> tuple[str, str]:
-    """(action, why): why is "memory" when recalled evidence decided, else "explore"."""
+    """(action, why): why is "memory" when recalled evidence decided, else "explore".
+    ``exact``: the evidence is about this very state (not look-alikes)."""
     allowed = rules.allowed(state, actions)
     avoid = {a for a, ev in evidence.items() if ev.failures > ev.successes}
     good = [
         a
         for a in allowed
-        if a in evidence
-        and a not in avoid
-        and evidence[a].successes > 0
-        and evidence[a].value > 0
-        and rules.tried(state, a) < params.loop_limit
+        if a in evidence and a not in avoid and evidence[a].value > 0 and rules.tried(state, a) < params.loop_limit
     ]
     if good:
         return max(good, key=lambda a: (evidence[a].value, evidence[a].successes)), "memory"
     candidates = [a for a in allowed if a not in avoid] or allowed
-    fewest = min(_past(evidence, a) for a in candidates)
-    return rules.explore(state, [a for a in candidates if _past(evidence, a) == fewest]), "explore"
+    # This episode's novelty first (it breaks loops); among equally new actions,
+    # the one least tried here in past episodes (only an exact state's counts say
+    # what was tried *here*).
+    newest = min(rules.novelty(state, a)[0] for a in candidates)
+    candidates = [a for a in candidates if rules.novelty(state, a)[0] == newest]
+    if exact:
+        fewest = min(_past(evidence, a) for a in candidates)
+        candidates = [a for a in candidates if _past(evidence, a) == fewest]
+    return rules.explore(state, candidates), "explore"
 
 
 def _past(evidence: dict[str, ActionEvidence], action: str) -> int:

@@ -19,7 +19,7 @@ from examples.twx.subgoal import Subgoals
 # Small worlds: big enough that wandering fails often, small enough to learn in
 # tens of episodes on two CPU cores. (game parameters, step limit)
 GAMES = {
-    "coin": ("numLocations=6,numDistractorItems=0,includeDoors=1,limitInventorySize=0", 25),
+    "coin": ("numLocations=9,numDistractorItems=0,includeDoors=0,limitInventorySize=0", 25),
     "twc": ("numLocations=2,numItemsToPutAway=2,includeDoors=0,limitInventorySize=0", 25),
     "cookingworld": ("numLocations=3,numIngredients=2,numDistractorItems=0,includeDoors=0,limitInventorySize=0", 40),
 }

@@ -29,10 +29,12 @@ def test_episodes_are_stored_indexed_recalled_and_credited(live_server) -> None:
 
     # Exemplars indexed, and retrieval by a state returns that very state first.
     start = env.reset(WORLD, "train")
-    hits = client.retrieve(NAMESPACE, start.text, internal_state=start.subgoal, kinds=["exemplar"], k=5)
+    internal = agent.internal_state(start)  # the mission, and where the episode began
+    hits = client.retrieve(NAMESPACE, start.text, internal_state=internal, kinds=["exemplar"], k=5)
     top = hits.items[0]
     assert top.kind == "exemplar"
-    assert top.content["observation"] == start.text and top.similarity > 0.999
+    assert top.content["observation"] == start.text and top.content["internal_state"] == internal
+    assert top.state_similarity > 0.999 and top.similarity > 0.999
     assert top.content["action"] in start.actions
 
     # Outcomes moved utility: the start state's exemplars were served to later

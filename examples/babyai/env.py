@@ -35,6 +35,7 @@ class BabyAIGoTo:
         self._env = gym.make(level)
         self._mission = ""
         self._steps = 0
+        self._start: tuple[int, ...] = (0, 0)
 
     @property
     def task(self) -> str:
@@ -46,6 +47,7 @@ class BabyAIGoTo:
             obs, _ = self._env.reset(seed=world)
         self._mission = obs["mission"]
         self._steps = 0
+        self._start = tuple(int(v) for v in self._env.unwrapped.agent_pos)
         return self._observe(obs)
 
     def _observe(self, obs: dict) -> Observation:
@@ -53,7 +55,17 @@ class BabyAIGoTo:
             text = describe_scene(obs["image"], int(obs["direction"]))
         else:
             text = describe_target(obs["image"], obs["mission"])
-        return Observation(text=text, subgoal=obs["mission"], actions=tuple(ACTIONS))
+        return Observation(text=text, subgoal=obs["mission"], actions=tuple(ACTIONS), tracking=self._odometry())
+
+    def _odometry(self) -> str:
+        """Where the agent is relative to its start, as it could count it itself
+        (every forward step that was not blocked, along its known heading). A
+        stretch of wall looks the same all along; this tells its places apart."""
+        x, y = (int(v) for v in self._env.unwrapped.agent_pos)
+        dx, dy = x - self._start[0], y - self._start[1]
+        east = f"{abs(dx)} {'east' if dx >= 0 else 'west'}"
+        south = f"{abs(dy)} {'south' if dy >= 0 else 'north'}"
+        return f"Position from the start: {east}, {south}."
 
     def step(self, action: str) -> Transition:
         before = tuple(self._env.unwrapped.agent_pos)

@@ -87,7 +87,7 @@ class ReflexaAgent:
     name = "reflexa"
 
     def __init__(
-        self, client: Client, namespace: str, seed: int, *, k: int = 40, params: MemoryParams | None = None
+        self, client: Client, namespace: str, seed: int, *, k: int = 60, params: MemoryParams | None = None
     ) -> None:
         self.namespace = namespace
         self.task = ""
@@ -141,9 +141,11 @@ class ReflexaAgent:
         return choose(evidence, rules, obs.text, obs.actions, self._params, exact=exact)
 
     def internal_state(self, obs: Observation) -> str:
-        """The subgoal, and where this episode began. Two worlds can share a room
+        """The subgoal, what the agent tracks itself (if anything), and where this
+        episode began. Two worlds can share a room
         that looks the same (same furniture, same exits) while the goal lies
         elsewhere; the agent's memory of its start tells them apart, so what it
         recalls for "this very situation" is about this world. In a world never
         seen, no start matches and the same room seen elsewhere is used instead."""
-        return f"{obs.subgoal}\nThis episode began here:\n{self._start}"
+        tracking = f"\n{obs.tracking}" if obs.tracking else ""
+        return f"{obs.subgoal}{tracking}\nThis episode began here:\n{self._start}"

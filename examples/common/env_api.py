@@ -20,6 +20,9 @@ class Observation:
     text: str  # the state as the agent indexes and retrieves it
     subgoal: str  # the agent's internal state (what it is trying to do now)
     actions: tuple[str, ...]  # the actions valid now
+    # What an agent can keep track of by itself within the episode (e.g. dead
+    # reckoning from its own moves) when the observation alone repeats across places.
+    tracking: str = ""
 
 
 @dataclass(frozen=True)

@@ -12,8 +12,8 @@ and by the server's utility factor (``score / similarity``: items served in
 successful episodes rank higher), so outcome feedback moves the choice, not only
 the order.
 
-The choice: the highest-valued action with rewarding evidence (unless it keeps
-failing to change anything here in this episode), never an action whose evidence
+The choice: the highest-valued action with rewarding evidence (unless following
+it is going round in circles in this episode), never an action whose evidence
 is mostly failures, otherwise explore: the action least tried in these states in
 past episodes among those equally new in this episode (memory makes exploration
 systematic across episodes, instead of starting from scratch every time).
@@ -49,7 +49,8 @@ class MemoryParams:
     min_similarity: float = 0.8
     margin: float = 0.02
     exact: float = 0.999  # similarity at which a state counts as the same state
-    loop_limit: int = 2  # a recalled action tried this often here in this episode is not trusted again
+    loop_limit: int = 2  # see _looping
+    avoid_revisits: bool = False  # see _looping
 
 
 def _same(similarity: float | None, params: MemoryParams) -> bool:
@@ -122,7 +123,7 @@ def choose(
     good = [
         a
         for a in allowed
-        if a in evidence and a not in avoid and evidence[a].value > 0 and rules.tried(state, a) < params.loop_limit
+        if a in evidence and a not in avoid and evidence[a].value > 0 and not _looping(rules, state, a, params)
     ]
     if good:
         return max(good, key=lambda a: (evidence[a].value, evidence[a].successes)), "memory"
@@ -136,6 +137,15 @@ def choose(
         fewest = min(_past(evidence, a) for a in candidates)
         candidates = [a for a in candidates if _past(evidence, a) == fewest]
     return rules.explore(state, candidates), "explore"
+
+
+def _looping(rules: EpisodeRules, state: str, action: str, params: MemoryParams) -> bool:
+    """Recalled values are means over mixed experience, so following them can cycle
+    (A -> B -> A): stop trusting an action already taken here ``loop_limit`` times,
+    or known in this episode to lead where the agent has already been that often."""
+    return rules.tried(state, action) >= params.loop_limit or (
+        params.avoid_revisits and rules.novelty(state, action)[0] >= params.loop_limit
+    )
 
 
 def _past(evidence: dict[str, ActionEvidence], action: str) -> int:

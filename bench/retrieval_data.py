@@ -4,6 +4,7 @@ under bench/results/retrieval/), synthetic items past them, exact ground truth."
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import os
 import statistics
@@ -41,13 +42,20 @@ def embedder(threads: int, batch_size: int = 64) -> Any:
     return build_embedder("onnx", cache_dir=MODELS_DIR, threads=threads, batch_size=batch_size, cache_size=0)
 
 
-def _encode_cached(texts: list[str], path: Path, enc: Any) -> np.ndarray:
+@functools.cache
+def _bulk_embedder() -> Any:
+    return embedder(threads=os.cpu_count() or 1)
+
+
+def _encode_cached(texts: list[str], path: Path) -> np.ndarray:
+    """The vectors of `texts`, from `path` if it holds exactly these (a smoke run's
+    smaller chunk is re-encoded), else encoded and saved there."""
     if path.exists():
         vectors = np.load(path)
         if vectors.shape == (len(texts), 384):
             return vectors
     started = time.perf_counter()
-    vectors = np.ascontiguousarray(enc.encode(texts), dtype=np.float32)
+    vectors = np.ascontiguousarray(_bulk_embedder().encode(texts), dtype=np.float32)
     progress(f"  encoded {len(texts):,} texts in {time.perf_counter() - started:.0f} s -> {path.name}")
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.stem + ".tmp.npy")
@@ -72,18 +80,12 @@ def load_data(cfg: Config) -> Data:
     states = all_states[: cfg.unique]
     queries = query_states(N_QUERIES, MAX_UNIQUE, QUERY_SOURCE, seed=29)
     key = fingerprint([s.observation for s in all_states] + [q.observation for q in queries])
-    enc = None
     chunks = []
     for c in range(math.ceil(cfg.unique / CHUNK)):
         path = RESULTS / f"{CORPUS_VERSION}-{key}-corpus{c}.npy"
-        texts = [s.observation for s in states[c * CHUNK : (c + 1) * CHUNK]]
-        if not path.exists() and enc is None:
-            enc = embedder(threads=os.cpu_count() or 1)
-        chunks.append(_encode_cached(texts, path, enc))
+        chunks.append(_encode_cached([s.observation for s in states[c * CHUNK : (c + 1) * CHUNK]], path))
     qpath = RESULTS / f"{CORPUS_VERSION}-{key}-queries.npy"
-    if not qpath.exists() and enc is None:
-        enc = embedder(threads=os.cpu_count() or 1)
-    qvecs = _encode_cached([q.observation for q in queries[: CMP[1]]], qpath, enc)
+    qvecs = _encode_cached([q.observation for q in queries[: CMP[1]]], qpath)
     tokenizer = None
     with contextlib.suppress(Exception):
         from tokenizers import Tokenizer

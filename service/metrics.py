@@ -57,6 +57,14 @@ class _ServicesCollector(Collector):
         for (ns, kind, field), n in sorted(self.index_registry.sizes().items()):  # type: ignore[attr-defined]
             sizes.add_metric([ns, kind, field], n)
         yield sizes
+        rebuilding = GaugeMetricFamily(
+            "reflexa_index_rebuilding",
+            "1 while an index is rebuilt in the background (structure: the one serving searches meanwhile)",
+            labels=["namespace", "kind", "field", "structure"],
+        )
+        for (ns, kind, field), (structure, busy) in sorted(self.index_registry.structures().items()):  # type: ignore[attr-defined]
+            rebuilding.add_metric([ns, kind, field, structure], 1.0 if busy else 0.0)
+        yield rebuilding
 
 
 class Metrics:

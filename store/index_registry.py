@@ -74,6 +74,12 @@ class IndexRegistry:
             spaces = list(self._namespaces.items())
         return {(ns, k, f): len(idx) for ns, st in spaces for (k, f), idx in list(st.indexes.items())}
 
+    def structures(self) -> dict[tuple[str, str, str], tuple[str, bool]]:
+        """(namespace, kind, field) -> (structure serving searches, rebuilding now)."""
+        with self._guard:
+            spaces = list(self._namespaces.items())
+        return {(ns, k, f): (idx.kind, idx.rebuilding) for ns, st in spaces for (k, f), idx in list(st.indexes.items())}
+
     def index(self, namespace: str, kind: str, field_: str) -> VectorIndex | None:
         return self._ns(namespace).indexes.get((kind, field_))
 

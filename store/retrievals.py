@@ -9,7 +9,8 @@ from datetime import datetime
 from typing import Any
 
 import numpy as np
-from sqlalchemy import Row, and_, exists, insert, select, update
+import orjson
+from sqlalchemy import Text, and_, cast, exists, insert, select, update
 from sqlalchemy.orm import Session
 
 from store.models import (
@@ -47,9 +48,9 @@ def _cited_by(*conditions: Any) -> Any:
 
 
 @dataclass
-class ScoringRow:
-    """What ranking needs of a candidate: no content, no text (those are loaded for
-    the few items actually served)."""
+class CandidateRow:
+    """A candidate with what ranking needs and what serving shows. `content` stays
+    JSON text until asked for: most candidates are never served."""
 
     pk: int
     kind: str
@@ -57,19 +58,57 @@ class ScoringRow:
     failures: int
     uses: int
     updated_at: datetime
+    id: str
+    status: str
+    version: int
+    content_json: str
+    text: str
+    environment: str | None
+    created_at: datetime
+    evidence_count: int
+    evidence_successes: int
+    evidence_failures: int
+    evidence_value: float | None
     vectors: dict[str, np.ndarray] = field(default_factory=dict)
+
+    @property
+    def content(self) -> dict[str, Any]:
+        return orjson.loads(self.content_json)
+
+
+_r = Reflection
+_CANDIDATE_COLUMNS = (
+    _r.pk,
+    _r.kind,
+    _r.successes,
+    _r.failures,
+    _r.uses,
+    _r.updated_at,
+    _r.id,
+    _r.status,
+    _r.version,
+    cast(_r.content, Text),
+    _r.text,
+    _r.environment,
+    _r.created_at,
+    _r.evidence_count,
+    _r.evidence_successes,
+    _r.evidence_failures,
+    _r.evidence_value,
+)
 
 
 def load_candidates(
     session: Session, namespace: str, pks: Sequence[int], f: CandidateFilters, model: str
-) -> list[ScoringRow]:
+) -> list[CandidateRow]:
     """The reflections among `pks` that pass every filter, with their vectors of
-    `model` (one query: a candidate comes back once per stored field)."""
+    `model`, in one query (a candidate comes back once per stored field). Plain
+    rows, not ORM objects: building those was a sixth of a retrieve's CPU."""
     if not pks:
         return []
     r = Reflection
     stmt = (
-        select(r.pk, r.kind, r.successes, r.failures, r.uses, r.updated_at, Embedding.field, Embedding.vector)
+        select(*_CANDIDATE_COLUMNS, Embedding.field, Embedding.vector)
         .join(Embedding, and_(Embedding.reflection_pk == r.pk, Embedding.model == model))
         .where(
             r.pk.in_(list(pks)),
@@ -92,40 +131,13 @@ def load_candidates(
         stmt = stmt.where(
             ~_cited_by(Trajectory.namespace == namespace, Trajectory.id.in_(list(f.exclude_trajectory_ids)))
         )
-    out: dict[int, ScoringRow] = {}
-    for pk, kind, wins, losses, uses, updated_at, fld, blob in session.execute(stmt):
-        row = out.get(pk)
+    out: dict[int, CandidateRow] = {}
+    for *columns, fld, blob in session.execute(stmt):
+        row = out.get(columns[0])
         if row is None:
-            row = out[pk] = ScoringRow(pk, kind, wins, losses, uses, updated_at)
+            row = out[columns[0]] = CandidateRow(*columns)
         row.vectors[fld] = np.frombuffer(blob, dtype="<f4")
     return list(out.values())
-
-
-# What serving an item shows; loaded as plain rows (not ORM objects) for the few
-# items chosen, since building ORM instances was a sixth of a retrieve's CPU.
-_SERVED_COLUMNS = (
-    Reflection.pk,
-    Reflection.id,
-    Reflection.kind,
-    Reflection.status,
-    Reflection.version,
-    Reflection.content,
-    Reflection.text,
-    Reflection.environment,
-    Reflection.created_at,
-    Reflection.updated_at,
-    Reflection.evidence_count,
-    Reflection.evidence_successes,
-    Reflection.evidence_failures,
-    Reflection.evidence_value,
-)
-
-
-def load_served(session: Session, pks: Sequence[int]) -> dict[int, Row[Any]]:
-    """pk -> the served fields of each reflection (attribute access by column name)."""
-    if not pks:
-        return {}
-    return {row.pk: row for row in session.execute(select(*_SERVED_COLUMNS).where(Reflection.pk.in_(list(pks))))}
 
 
 def evidence_summaries(

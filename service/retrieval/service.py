@@ -9,10 +9,8 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
-from sqlalchemy import Row
 from sqlalchemy.orm import Session
 
 from service.auth import Permission, Principal
@@ -57,7 +55,7 @@ class _Query:
 
 @dataclass
 class _Candidate:
-    row: repo.ScoringRow
+    row: repo.CandidateRow
     state_sim: float
     internal_sim: float | None
     similarity: float
@@ -100,13 +98,9 @@ class RetrievalService:
         candidates = self._candidates(ns, req, settings, query, baseline)
         chosen = self._choose(candidates, req)
 
-        chosen_pks = [c.row.pk for c in chosen]
         with self.db.read() as session:
-            served = repo.load_served(session, chosen_pks)
-            evidence = repo.evidence_summaries(session, chosen_pks, EVIDENCE_PER_ITEM)
-        # A reflection deleted between scoring and loading is simply not served.
-        chosen = [c for c in chosen if c.row.pk in served]
-        items = [self._item(c, served[c.row.pk], evidence.get(c.row.pk, [])) for c in chosen]
+            evidence = repo.evidence_summaries(session, [c.row.pk for c in chosen], EVIDENCE_PER_ITEM)
+        items = [self._item(c, evidence.get(c.row.pk, [])) for c in chosen]
         retrieval_id = "r_" + uuid.uuid4().hex
         with self.db.write() as session:
             repo.insert_retrieval(
@@ -216,8 +210,9 @@ class RetrievalService:
         picks = ranking.mmr_order([c.score for c in pool], np.vstack([c.vector for c in pool]), req.k, req.mmr_lambda)
         return [pool[i] for i in picks]
 
-    def _item(self, c: _Candidate, row: Row[Any], evidence: list[tuple[str, int | None, int | None]]) -> RetrievedItem:
-        content = dict(row.content)
+    def _item(self, c: _Candidate, evidence: list[tuple[str, int | None, int | None]]) -> RetrievedItem:
+        row = c.row
+        content = row.content
         if row.kind == "exemplar":
             n, wins, losses = row.evidence_count, row.evidence_successes, row.evidence_failures
             content.update(

@@ -177,6 +177,11 @@ class VectorIndex:
         with self._rw.read():
             return self._backend.kind
 
+    @property
+    def rebuilding(self) -> bool:
+        """A background rebuild is running (searches use the previous structure)."""
+        return self._pending is not None
+
     def stats(self) -> IndexStats:
         """Health figures for metrics and operators."""
         with self._rw.read():
@@ -310,6 +315,11 @@ class VectorIndex:
             loaded._backend = loaded._restore(meta["kind"], BackendState(meta["params"], arrays, index))
         except (KeyError, TypeError, ValueError) as exc:
             raise CorruptIndexError(f"{path}: inconsistent vector index: {exc}") from exc
+        # A snapshot saved while a background rebuild was still running holds the
+        # old structure (say, exact at 100k): start that rebuild again now rather
+        # than wait for a write that may never come.
+        with loaded._writer:
+            loaded._restructure()
         return loaded
 
     # -- internals -------------------------------------------------------------------

@@ -62,4 +62,5 @@ def test_metrics_report_cache_and_index_sizes(client: TestClient) -> None:
     client.post("/v1/namespaces/m/retrieve", json={"state": {"observation": "o"}})
     text = client.get("/metrics").text
     assert 'reflexa_index_vectors{field="state",kind="exemplar",namespace="m"} 1.0' in text
+    assert 'reflexa_index_rebuilding{field="state",kind="exemplar",namespace="m",structure="exact"} 0.0' in text
     assert 'reflexa_embedding_cache_total{result="hit"}' in text

@@ -13,7 +13,7 @@ import faiss
 import numpy as np
 import pytest
 
-from store.vectors import CorruptIndexError, VectorIndex
+from store.vectors import CorruptIndexError, VectorIndex, fileformat
 
 DIM = 24
 KINDS = ["exact", "ivf", "hnsw"]
@@ -406,3 +406,19 @@ def test_background_rebuild_keeps_serving_and_replays_writes(rng: np.random.Gene
     assert np.array_equal(found[:, 0], np.arange(20, 400))
     _, found = index.search(vectors[10:20], 5)
     assert not np.isin(found, np.arange(10, 20)).any()
+
+
+def test_a_snapshot_taken_before_a_switch_switches_on_load(rng: np.random.Generator, tmp_path: Path) -> None:
+    """Saved while still exact past exact_max (a background build had not landed):
+    loading it starts the switch instead of serving exact search for ever."""
+    index = VectorIndex(DIM, exact_max=1_000_000)
+    index.add(np.arange(300), unit(rng, 300))
+    index.save(tmp_path / "i.faiss")
+    # The same file read with a lower threshold, as if the process had stopped mid-build.
+    meta, arrays, raw = fileformat.read(tmp_path / "i.faiss")
+    meta["config"]["exact_max"] = 100
+    fileformat.write(tmp_path / "j.faiss", meta, arrays, raw)
+    for background in (False, True):
+        loaded = VectorIndex.load(tmp_path / "j.faiss", rebuild_in_background=background)
+        assert loaded.wait_for_rebuild(60)
+        assert loaded.kind == "ivf" and len(loaded) == 300

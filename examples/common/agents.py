@@ -13,6 +13,7 @@ server: it keeps no state of its own between episodes.
 
 from __future__ import annotations
 
+import hashlib
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -117,7 +118,8 @@ class ReflexaAgent:
                 ep.step(
                     obs.text,
                     action,
-                    internal_state=self.internal_state(obs),
+                    state_data=self.situation(obs),
+                    internal_state=obs.subgoal,
                     result=tr.result,
                     reward=tr.reward,
                     done=tr.done and not tr.truncated,
@@ -134,18 +136,26 @@ class ReflexaAgent:
         return result
 
     def decide(self, ep: Episode, obs: Observation, rules: EpisodeRules) -> tuple[str, str]:
-        """Retrieve by the current state and internal state, act on the nearest evidence."""
-        hits = ep.retrieve(obs.text, internal_state=self.internal_state(obs), kinds=["exemplar"], k=self._k)
-        evidence = evidence_by_action(hits.items, obs.actions, self._params)
-        exact = nearest(hits.items, self._params)[1] in ("same", "state")
+        """Retrieve by the current state and subgoal, act on the nearest evidence."""
+        situation = self.situation(obs)
+        hits = ep.retrieve(obs.text, data=situation, internal_state=obs.subgoal, kinds=["exemplar"], k=self._k)
+        evidence = evidence_by_action(hits.items, obs.actions, self._params, situation)
+        exact = nearest(hits.items, self._params, situation)[1] in ("same", "state")
         return choose(evidence, rules, obs.text, obs.actions, self._params, exact=exact)
 
-    def internal_state(self, obs: Observation) -> str:
-        """The subgoal, what the agent tracks itself (if anything), and where this
-        episode began. Two worlds can share a room
-        that looks the same (same furniture, same exits) while the goal lies
-        elsewhere; the agent's memory of its start tells them apart, so what it
-        recalls for "this very situation" is about this world. In a world never
-        seen, no start matches and the same room seen elsewhere is used instead."""
-        tracking = f"\n{obs.tracking}" if obs.tracking else ""
-        return f"{obs.subgoal}{tracking}\nThis episode began here:\n{self._start}"
+    def situation(self, obs: Observation) -> dict[str, str]:
+        """Structured state sent with every step: where this episode began (a digest
+        of its first observation) and what the agent tracks itself (if anything).
+
+        Two worlds can share a room that looks the same (same furniture, same
+        exits) while the goal lies elsewhere, and a stretch of wall looks the same
+        all along. The server merges exemplars by (observation, structured state,
+        action), so with this they stay apart per world and place, and the agent
+        can tell "this very situation" from "the same view elsewhere". It is not
+        embedded (the namespace's state text is the observation only), so in a
+        world never seen the same view met elsewhere is still found.
+        """
+        out = {"episode_start": hashlib.sha256(self._start.encode()).hexdigest()[:16]}
+        if obs.tracking:
+            out["tracking"] = obs.tracking
+        return out

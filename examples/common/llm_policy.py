@@ -72,7 +72,8 @@ class LLMReflexaAgent(ReflexaAgent):
     def decide(self, ep: Episode, obs: Observation, rules: EpisodeRules) -> tuple[str, str]:
         hits = ep.retrieve(
             obs.text,
-            internal_state=self.internal_state(obs),
+            data=self.situation(obs),
+            internal_state=obs.subgoal,
             kinds=["exemplar"],
             k=self._k,
             render={"format": "markdown", "max_chars": self._context_chars},

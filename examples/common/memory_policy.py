@@ -21,8 +21,9 @@ systematic across episodes, instead of starting from scratch every time).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from reflexa.models import RetrievedItem
 
@@ -53,26 +54,24 @@ class MemoryParams:
     avoid_revisits: bool = False  # see _looping
 
 
-def _same(similarity: float | None, params: MemoryParams) -> bool:
-    return similarity is None or similarity >= params.exact
-
-
-def nearest(items: Sequence[RetrievedItem], params: MemoryParams) -> tuple[list[RetrievedItem], str]:
+def nearest(
+    items: Sequence[RetrievedItem], params: MemoryParams, situation: Mapping[str, Any] | None = None
+) -> tuple[list[RetrievedItem], str]:
     """The items to act on, and how they match the query:
 
-    - ``"same"``: this very state with this very internal state (the same
-      situation, e.g. the same room in the same world, reached the same way);
-    - ``"state"``: the same state under another internal state (another world or
-      mission): what was done in this view elsewhere;
+    - ``"same"``: this very state in this very ``situation`` (the structured state
+      the agent sent: same world, same place);
+    - ``"state"``: the same state met in another situation (another world, another
+      place): what was done in this view elsewhere;
     - ``"near"``: look-alike states, within ``margin`` of the best state match;
     - ``"none"``: nothing close enough.
 
     Each level is used only when the one before it is empty: a look-alike never
     outvotes the record of this very situation. The state match (not the joint
-    similarity) decides, so a different internal state cannot hide the same view.
+    similarity, which also weighs the subgoal) decides what counts as the same view.
     """
     same_state = [i for i in items if i.state_similarity >= params.exact]
-    same = [i for i in same_state if _same(i.internal_similarity, params)]
+    same = [i for i in same_state if situation is not None and i.content.get("state_data") == dict(situation)]
     if same:
         return same, "same"
     if same_state:
@@ -84,11 +83,14 @@ def nearest(items: Sequence[RetrievedItem], params: MemoryParams) -> tuple[list[
 
 
 def evidence_by_action(
-    items: Sequence[RetrievedItem], actions: Sequence[str], params: MemoryParams
+    items: Sequence[RetrievedItem],
+    actions: Sequence[str],
+    params: MemoryParams,
+    situation: Mapping[str, Any] | None = None,
 ) -> dict[str, ActionEvidence]:
     valid = set(actions)
     out: dict[str, ActionEvidence] = {}
-    for item in nearest(items, params)[0]:
+    for item in nearest(items, params, situation)[0]:
         content = item.content
         action = content.get("action")
         if not isinstance(action, str) or action not in valid:

@@ -29,11 +29,12 @@ def test_episodes_are_stored_indexed_recalled_and_credited(live_server) -> None:
 
     # Exemplars indexed, and retrieval by a state returns that very state first.
     start = env.reset(WORLD, "train")
-    internal = agent.internal_state(start)  # the mission, and where the episode began
-    hits = client.retrieve(NAMESPACE, start.text, internal_state=internal, kinds=["exemplar"], k=5)
+    situation = agent.situation(start)  # where the episode began, where the agent is
+    hits = client.retrieve(NAMESPACE, start.text, data=situation, internal_state=start.subgoal, kinds=["exemplar"], k=5)
     top = hits.items[0]
     assert top.kind == "exemplar"
-    assert top.content["observation"] == start.text and top.content["internal_state"] == internal
+    assert top.content["observation"] == start.text and top.content["state_data"] == situation
+    assert top.content["internal_state"] == start.subgoal
     assert top.state_similarity > 0.999 and top.similarity > 0.999
     assert top.content["action"] in start.actions
 

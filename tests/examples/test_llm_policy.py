@@ -66,7 +66,11 @@ def test_decide_sends_the_rendered_context_and_acts_on_the_reply() -> None:
     llm, ep = FakeLLM("2"), FakeEpisode()
     action, why = _agent(llm).decide(ep, OBS, EpisodeRules(random.Random(0)))  # type: ignore[arg-type]
     assert (action, why) == ("take coin", "memory")
-    assert ep.asked["render"]["max_chars"] <= 2000 and ep.asked["internal_state"].startswith("find the coin")
+    assert (
+        ep.asked["render"]["max_chars"] <= 2000
+        and ep.asked["internal_state"] == "find the coin"
+        and "episode_start" in ep.asked["data"]
+    )
     call = llm.calls[0]
     assert call["model"] == "m" and call["max_tokens"] <= 32
     assert "- take coin" in call["messages"][1]["content"]

@@ -45,6 +45,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("--state-text", default="observation", help="namespace state_text fields, e.g. task,observation")
     p.add_argument("--internal-weight", type=float, help="namespace ranking.internal_weight")
+    p.add_argument(
+        "--utility-weight",
+        type=float,
+        default=0.0,
+        help="namespace ranking.utility_weight (server default 0.5; see docs/learning.md for why 0 here)",
+    )
     p.add_argument("--url", help="an existing Reflexa server (default: start one)")
     p.add_argument("--api-key", help="its admin key")
     p.add_argument("--llm-base-url", help="OpenAI-compatible endpoint for the reflexa-llm agent")
@@ -56,10 +62,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def namespace_settings(args: argparse.Namespace) -> dict:
-    settings: dict = {"state_text": {"fields": args.state_text.split(",")}}
+    ranking: dict = {"utility_weight": args.utility_weight}
     if args.internal_weight is not None:
-        settings["ranking"] = {"internal_weight": args.internal_weight}
-    return settings
+        ranking["internal_weight"] = args.internal_weight
+    return {"state_text": {"fields": args.state_text.split(",")}, "ranking": ranking}
 
 
 def run_name(args: argparse.Namespace) -> str:

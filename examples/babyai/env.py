@@ -23,16 +23,18 @@ SPLITS = SeedSplits(train=range(0, 1_000_000), dev=range(1_000_000, 2_000_000), 
 
 
 class BabyAIGoTo:
-    def __init__(self, level: str = "BabyAI-GoToLocalS6N2-v0", *, view: str = "scene", max_steps: int = 30) -> None:
+    def __init__(
+        self, level: str = "BabyAI-GoToLocal-v0", *, view: str = "scene", max_steps: int | None = None
+    ) -> None:
         if view not in ("scene", "target"):
             raise ValueError(f"view must be 'scene' or 'target', not {view!r}")
         self.level = level
         self.view = view
-        self.max_steps = max_steps
         self.splits = SPLITS
         # One label for the family: exemplars of every world of the level merge by state.
         self.name = f"{level}:{view}"
         self._env = gym.make(level)
+        self.max_steps = max_steps or int(self._env.unwrapped.max_steps)  # default: the level's own limit
         self._mission = ""
         self._steps = 0
         self._start: tuple[int, ...] = (0, 0)

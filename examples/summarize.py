@@ -1,5 +1,6 @@
-"""One markdown row per experiment: success (and steps) in the first block and over
-the last half of the run, per agent, mean ± std across runs.
+"""One markdown row per experiment, per agent: success in the first block and over
+the second half of the run (mean ± std across runs), with the mean episode length
+and score over the second half.
 
     python -m examples.summarize examples/results/*.json
 """
@@ -29,7 +30,11 @@ def row(path: Path) -> tuple[list[str], str]:
         first = [statistics.fmean(e["success"] for e in r[:block]) for r in runs]
         last = [statistics.fmean(e["success"] for e in r[half:]) for r in runs]
         steps = [statistics.fmean(e["steps"] for e in r[half:]) for r in runs]
-        cells.append(f"{_mean_std(first)} → **{_mean_std(last)}** ({statistics.fmean(steps):.1f} steps)")
+        score = [statistics.fmean(e["reward"] for e in r[half:]) for r in runs]
+        cells.append(
+            f"{_mean_std(first)} → **{_mean_std(last)}** "
+            f"({statistics.fmean(steps):.1f} steps, score {statistics.fmean(score):.2f})"
+        )
     return agents, "| " + " | ".join(cells) + " |"
 
 

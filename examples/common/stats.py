@@ -22,6 +22,7 @@ class Curve:
     block: int
     success: list[Point]  # one per block
     steps: list[Point]
+    score: list[Point]  # reward per episode (the game's score for TextWorldExpress)
     runs: int
 
     @property
@@ -41,17 +42,18 @@ def curve(agent: str, runs: Sequence[Sequence[EpisodeResult]], block: int) -> Cu
     """``runs``: one list of episode results per seed, all of the same length."""
     per_run = [blocks(r, block) for r in runs]
     n_blocks = min(len(b) for b in per_run)
-    success, steps = [], []
+    success, steps, score = [], [], []
     for i in range(n_blocks):
         success.append(_point([statistics.fmean(e.success for e in b[i]) for b in per_run]))
         steps.append(_point([statistics.fmean(e.steps for e in b[i]) for b in per_run]))
-    return Curve(agent, block, success, steps, len(runs))
+        score.append(_point([statistics.fmean(e.reward for e in b[i]) for b in per_run]))
+    return Curve(agent, block, success, steps, score, len(runs))
 
 
 def table(curves: Sequence[Curve]) -> str:
-    """A markdown table: one row per block, success (and steps) per agent as mean ± std."""
-    header = "| episodes | " + " | ".join(f"{c.agent} success | {c.agent} steps" for c in curves) + " |"
-    rule = "|---" * (1 + 2 * len(curves)) + "|"
+    """A markdown table: one row per block, success, steps and score per agent as mean ± std."""
+    header = "| episodes | " + " | ".join(f"{c.agent} success | steps | score" for c in curves) + " |"
+    rule = "|---" * (1 + 3 * len(curves)) + "|"
     rows = [header, rule]
     block = curves[0].block
     for i in range(len(curves[0].success)):
@@ -59,6 +61,7 @@ def table(curves: Sequence[Curve]) -> str:
         for c in curves:
             cells.append(f"{c.success[i].mean:.2f} ± {c.success[i].std:.2f}")
             cells.append(f"{c.steps[i].mean:.1f} ± {c.steps[i].std:.1f}")
+            cells.append(f"{c.score[i].mean:.2f} ± {c.score[i].std:.2f}")
         rows.append("| " + " | ".join(cells) + " |")
     return "\n".join(rows)
 

@@ -5,7 +5,7 @@
 Starts a throwaway Reflexa (``reflexa serve`` on a temporary data directory and a
 free port), plays a short learning run on BabyAI GoToLocal (a fixed pool of worlds)
 with the Reflexa agent and its two baselines (memoryless, random), prints the
-learning curve and writes the plot (default ``docs/learning-demo.png``). About a
+learning curve and writes the plot (default ``docs/learning/demo.png``). About a
 minute on two cores. Needs ``pip install -e '.[examples]'``.
 """
 
@@ -26,7 +26,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python examples/demo.py", description=__doc__.split("\n\n")[0])
     p.add_argument("--episodes", type=int, default=45)
     p.add_argument("--seed-count", type=int, default=1, help="independent runs")
-    p.add_argument("--plot", type=Path, default=ROOT / "docs" / "learning-demo.png")
+    p.add_argument("--plot", type=Path, default=ROOT / "docs" / "learning" / "demo.png")
     p.add_argument("--out", type=Path, default=ROOT / "examples" / "results" / "demo")
     args = p.parse_args(argv)
     return learning_main(

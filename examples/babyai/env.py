@@ -34,10 +34,15 @@ class BabyAIGoTo:
         # One label for the family: exemplars of every world of the level merge by state.
         self.name = f"{level}:{view}"
         self._env = gym.make(level)
-        self.max_steps = max_steps or int(self._env.unwrapped.max_steps)  # default: the level's own limit
+        self._limit = max_steps
         self._mission = ""
         self._steps = 0
         self._start: tuple[int, ...] = (0, 0)
+
+    @property
+    def max_steps(self) -> int:
+        """The step limit: ours if given, else the level's own (known once a world is made)."""
+        return self._limit or int(self._env.unwrapped.max_steps)
 
     @property
     def task(self) -> str:

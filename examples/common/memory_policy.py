@@ -22,7 +22,7 @@ systematic across episodes, instead of starting from scratch every time).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from reflexa.models import RetrievedItem
@@ -37,7 +37,6 @@ class ActionEvidence:
     count: int = 0  # steps in past episodes that took this action in these states
     successes: int = 0
     failures: int = 0
-    items: list[str] = field(default_factory=list)
 
     @property
     def value(self) -> float:
@@ -51,7 +50,6 @@ class MemoryParams:
     margin: float = 0.02
     exact: float = 0.999  # similarity at which a state counts as the same state
     loop_limit: int = 2  # see _looping
-    avoid_revisits: bool = False  # see _looping
 
 
 def nearest(
@@ -105,7 +103,6 @@ def evidence_by_action(
         ev.value_sum += count * utility * float(content.get("return_to_go") or 0.0)
         ev.successes += successes
         ev.failures += failures
-        ev.items.append(item.id)
     return out
 
 
@@ -142,12 +139,9 @@ def choose(
 
 
 def _looping(rules: EpisodeRules, state: str, action: str, params: MemoryParams) -> bool:
-    """Recalled values are means over mixed experience, so following them can cycle
-    (A -> B -> A): stop trusting an action already taken here ``loop_limit`` times,
-    or known in this episode to lead where the agent has already been that often."""
-    return rules.tried(state, action) >= params.loop_limit or (
-        params.avoid_revisits and rules.novelty(state, action)[0] >= params.loop_limit
-    )
+    """Recalled values are means over mixed experience, so following them can cycle:
+    stop trusting an action already taken here ``loop_limit`` times in this episode."""
+    return rules.tried(state, action) >= params.loop_limit
 
 
 def _past(evidence: dict[str, ActionEvidence], action: str) -> int:

@@ -44,3 +44,12 @@ def test_textworld_express_refuses_an_out_of_range_seed() -> None:
         assert "coin" in env.task and obs.actions
     finally:
         env.close()
+
+
+def test_babyai_keeps_the_level_step_limit_unless_given_one() -> None:
+    env = BabyAIGoTo("BabyAI-GoToLocal-v0")
+    obs = env.reset(3, "train")
+    assert env.max_steps == 64  # GoToLocal's own limit, known once a world is made
+    assert obs.actions == ("turn left", "turn right", "move forward")
+    assert not env.step("turn left").done
+    assert BabyAIGoTo(max_steps=5).max_steps == 5

@@ -178,6 +178,15 @@ class VectorIndex:
             return self._backend.kind
 
     @property
+    def rebuild_in_background(self) -> bool:
+        return self._background
+
+    @rebuild_in_background.setter
+    def rebuild_in_background(self, value: bool) -> None:
+        with self._writer:
+            self._background = value
+
+    @property
     def rebuilding(self) -> bool:
         """A background rebuild is running (searches use the previous structure)."""
         return self._pending is not None

@@ -8,8 +8,10 @@ exact as trajectories come and go.
 
 Credit. A successful episode credits every step with success. A failed episode
 debits only the steps flagged `caused_failure`; with none flagged, the last step
-(the one that ended it). Other steps of a failed episode get no credit either
-way: failure is not smeared over every action.
+(the one that ended it) unless it is flagged `truncated`: an episode cut off by a
+step limit failed for want of time, and its last action caused nothing. Other
+steps of a failed episode get no credit either way: failure is not smeared over
+every action.
 
 Return-to-go. rtg_t = r_t + gamma * rtg_{t+1} over step rewards (missing = 0).
 When no step carries a reward, the outcome's reward (else 1/0 for success) is the
@@ -70,7 +72,7 @@ def credit(traj: Trajectory, steps: list[Step]) -> list[bool | None]:
     if traj.success is True:
         return [not f for f in flagged]  # a flagged step is never credited
     out: list[bool | None] = [False if f else None for f in flagged]
-    if traj.success is False and steps and not any(flagged):
+    if traj.success is False and steps and not any(flagged) and not steps[-1].truncated:
         out[-1] = False
     return out
 

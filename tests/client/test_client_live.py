@@ -61,6 +61,12 @@ def test_namespaces_create_replay_conflict_list(admin: Client) -> None:
     with pytest.raises(errors.Conflict):
         admin.create_namespace(name, {"gamma": 0.5})
     assert name in {ns.name for ns in admin.list_namespaces()}
+    # Reflection settings pass through the client; the server validates them.
+    quiet = admin.create_namespace(unique("ns"), {"reflection": {"contrastive": {"enabled": False}}})
+    assert quiet.settings.reflection["contrastive"]["enabled"] is False
+    with pytest.raises(errors.InvalidInput) as caught:
+        admin.create_namespace(unique("ns"), {"reflection": {"contrastive": {"enabld": False}}})
+    assert "enabld" in str(caught.value)
 
 
 def test_keys_roles_and_scopes(admin: Client, live_server: Any, namespace: str) -> None:

@@ -89,6 +89,17 @@ def test_failure_credit_goes_to_the_step_that_caused_it(api: TestClient) -> None
     assert items["boil water"]["return_to_go"] == pytest.approx(-0.25)
 
 
+def test_a_truncated_failure_debits_no_step(api: TestClient) -> None:
+    """Cut off by a step limit: the last action ended nothing, so nothing is debited
+    (an untruncated failure with no flagged step debits its last step)."""
+    ingest(api, "cut", [step(KITCHEN, "boil water"), step(GARDEN, "wait", truncated=True)], {"success": False})
+    ingest(api, "end", [step(CELLAR, "open barrel")], {"success": False})
+    drain(api)
+    items = {i["content"]["action"]: i["content"] for i in retrieve(api, KITCHEN, k=10)["items"]}
+    assert items["wait"]["failure_count"] == 0 and items["boil water"]["failure_count"] == 0
+    assert items["open barrel"]["failure_count"] == 1
+
+
 def test_identical_state_action_pairs_merge(api: TestClient) -> None:
     ingest(api, "m1", [step(KITCHEN, "boil water", reward=1.0)], {"success": True})
     ingest(api, "m2", [step(KITCHEN, "boil water", reward=0.0)], {"success": False})

@@ -354,6 +354,9 @@ class NamespaceSettings(RequestModel):
     gamma: float = Field(0.95, ge=0.0, le=1.0, description="discount for return-to-go")
     state_text: StateTextSettings | None = None
     ranking: RankingSettings | None = None
+    # Passed through as given: the server validates it and names any bad field
+    # (docs/reflection.md lists the reflectors' settings).
+    reflection: dict[str, Any] | None = Field(None, description="reflectors switched on/off and their settings")
 
 
 class NamespaceCreate(RequestModel):
@@ -365,6 +368,7 @@ class NamespaceSettingsRead(ResponseModel):
     gamma: float = 0.95
     state_text: dict[str, Any] = Field(default_factory=dict)
     ranking: dict[str, Any] = Field(default_factory=dict)
+    reflection: dict[str, Any] = Field(default_factory=dict)
 
 
 class Namespace(ResponseModel):

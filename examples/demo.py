@@ -5,8 +5,8 @@
 Starts a throwaway Reflexa (``reflexa serve`` on a temporary data directory and a
 free port), plays a short learning run on BabyAI GoToLocal (a fixed pool of worlds)
 with the Reflexa agent and its two baselines (memoryless, random), prints the
-learning curve and writes the plot (default ``docs/learning/demo.png``). About a
-minute on two cores. Needs ``pip install -e '.[examples]'``.
+learning curve and writes the plot (default ``docs/learning/demo.png``). Under a
+minute on two cores. Needs ``pip install -e clients/python -e '.[examples]'``.
 """
 
 from __future__ import annotations

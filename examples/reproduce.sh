@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Every learning curve in docs/learning.md. Each command starts its own throwaway
 # Reflexa (ONNX MiniLM, SQLite); JSON and markdown go to examples/results/, the
-# plots to docs/learning/. About 20 minutes on two cores.
+# plots to docs/learning/. About 40 minutes on two cores.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 run() {

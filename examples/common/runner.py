@@ -27,11 +27,6 @@ from examples.common.progress import Progress
 
 REGIMES = ("pool", "novel")
 
-# Only exemplars drive these agents. (The server's offline heuristic and
-# evidence-card reflectors stay on: the client's NamespaceSettings cannot turn
-# them off, it has no `reflection` field.)
-BASE_SETTINGS: dict[str, Any] = {}
-
 
 class Agent(Protocol):
     name: str
@@ -48,7 +43,7 @@ class Experiment:
     pool_size: int = 5
     split: str = "train"
     agents: Sequence[str] = ("reflexa", "memoryless", "random")
-    settings: Mapping[str, Any] = field(default_factory=dict)  # namespace settings on top of BASE_SETTINGS
+    settings: Mapping[str, Any] = field(default_factory=dict)  # the Reflexa namespaces' settings
 
     def __post_init__(self) -> None:
         if self.regime not in REGIMES:
@@ -64,14 +59,6 @@ def worlds(env: TextEnv, regime: str, split: str, run_seed: int, episodes: int, 
     return rng.sample(seeds, episodes)  # distinct: no world comes back
 
 
-def _merge(base: Mapping[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
-    out = dict(base)
-    for key, value in extra.items():
-        nested = isinstance(value, Mapping) and isinstance(out.get(key), Mapping)
-        out[key] = _merge(out[key], value) if nested else value
-    return out
-
-
 class AgentFactory:
     """Makes the agents of one run; a Reflexa agent gets its own namespace and an agent key."""
 
@@ -84,7 +71,7 @@ class AgentFactory:
     ) -> None:
         self._admin = admin
         self._url = url
-        self._settings = _merge(BASE_SETTINGS, settings)
+        self._settings = dict(settings)
         self._extra = dict(extra or {})
         self.clients: list[Client] = []
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sqlalchemy import select
+from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
 from store.models import ApiKey, utcnow
@@ -14,6 +14,12 @@ def get_key_by_hash(session: Session, key_hash: str) -> ApiKey | None:
 
 def get_key(session: Session, key_id: str) -> ApiKey | None:
     return session.get(ApiKey, key_id)
+
+
+def delete_key(session: Session, key_id: str) -> None:
+    """Gone if it was there (a statement, not an ORM delete: two replicas replacing
+    the same key both succeed)."""
+    session.execute(delete(ApiKey).where(ApiKey.id == key_id))
 
 
 def has_active_admin_key(session: Session) -> bool:

@@ -7,6 +7,8 @@ import secrets
 import time
 from dataclasses import dataclass
 
+from sqlalchemy.orm import Session
+
 from service.auth import Permission, Principal, hash_key, new_key_secret
 from service.errors import InvalidInput, Unauthorized
 from service.keys.schemas import KeyCreate, KeyCreated
@@ -97,14 +99,14 @@ class KeyService:
     def bootstrap_admin(self, env_secret: str | None) -> BootstrapResult:
         """REFLEXA_ADMIN_KEY, when set, is (re)registered as an admin key. Otherwise,
         if no admin key exists yet, one is generated and returned to be shown once."""
-        with self.db.write() as session:
+
+        # A unit retried on a unique violation: replicas started together with the
+        # same REFLEXA_ADMIN_KEY race to insert it; the loser re-runs and sees it.
+        def work(session: Session) -> BootstrapResult:
             if env_secret:
                 digest = hash_key(env_secret)
                 if repo.get_key_by_hash(session, digest) is None:
-                    old = repo.get_key(session, ENV_ADMIN_KEY_ID)
-                    if old is not None:  # the env key changed: replace the old one
-                        session.delete(old)
-                        session.flush()
+                    repo.delete_key(session, ENV_ADMIN_KEY_ID)  # the env key changed: replace the old one
                     repo.insert_key(
                         session,
                         id=ENV_ADMIN_KEY_ID,
@@ -126,3 +128,5 @@ class KeyService:
                 description="generated on first start",
             )
             return BootstrapResult(generated_secret=secret)
+
+        return self.db.run_write(work)

@@ -12,10 +12,6 @@ def get_key_by_hash(session: Session, key_hash: str) -> ApiKey | None:
     return session.scalars(select(ApiKey).where(ApiKey.key_hash == key_hash)).one_or_none()
 
 
-def get_key(session: Session, key_id: str) -> ApiKey | None:
-    return session.get(ApiKey, key_id)
-
-
 def delete_key(session: Session, key_id: str) -> None:
     """Gone if it was there (a statement, not an ORM delete: two replicas replacing
     the same key both succeed)."""

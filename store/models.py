@@ -388,6 +388,8 @@ class RetrievalOutcome(Base):
     __tablename__ = "retrieval_outcomes"
 
     retrieval_id: Mapped[str] = mapped_column(ForeignKey("retrievals.id", ondelete="CASCADE"), primary_key=True)
+    # The served items the agent acted on, when it said (None: all served items).
+    item_ids: Mapped[list[str] | None] = mapped_column(JSONType)
     success: Mapped[bool | None] = mapped_column(Boolean)
     reward: Mapped[float | None] = mapped_column(Float)
     details: Mapped[dict[str, Any] | None] = mapped_column(JSONType)

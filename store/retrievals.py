@@ -191,6 +191,16 @@ def get_retrieval(session: Session, namespace: str, id: str) -> Retrieval | None
     return row if row is not None and row.namespace == namespace else None
 
 
+def served_ids(session: Session, retrieval_id: str) -> set[str]:
+    """The reflection ids a retrieval served (that still exist)."""
+    stmt = (
+        select(Reflection.id)
+        .join(RetrievalItem, RetrievalItem.reflection_pk == Reflection.pk)
+        .where(RetrievalItem.retrieval_id == retrieval_id)
+    )
+    return set(session.scalars(stmt))
+
+
 def get_outcome(session: Session, retrieval_id: str) -> RetrievalOutcome | None:
     return session.get(RetrievalOutcome, retrieval_id)
 
@@ -204,13 +214,16 @@ def record_outcome(
     reward: float | None,
     trajectory_id: str | None,
     details: dict[str, Any] | None,
+    item_ids: Sequence[str] | None = None,
 ) -> int:
-    """Store the outcome and credit every item the retrieval served (counters are
-    updated in SQL, so concurrent credits never lose an increment). Returns the
+    """Store the outcome and credit the items the retrieval served: all of them, or
+    only `item_ids` (reflection ids the caller checked were served). Counters are
+    updated in SQL, so concurrent credits never lose an increment. Returns the
     number of items credited. The caller checks there is no outcome yet."""
     session.add(
         RetrievalOutcome(
             retrieval_id=retrieval_id,
+            item_ids=None if item_ids is None else list(item_ids),
             success=success,
             reward=reward,
             trajectory_id=trajectory_id,
@@ -226,7 +239,10 @@ def record_outcome(
         values["failures"] = Reflection.failures + 1
     if reward is not None:
         values["reward_sum"] = Reflection.reward_sum + reward
-    result = session.execute(update(Reflection).where(Reflection.pk.in_(served)).values(**values))
+    target = Reflection.pk.in_(served)
+    if item_ids is not None:
+        target = and_(target, Reflection.id.in_(list(item_ids)))
+    result = session.execute(update(Reflection).where(target).values(**values))
     if success is not None:
         session.execute(
             update(Namespace)

@@ -102,6 +102,11 @@ class RetrievalOutcomeIn(RequestModel):
     reward: float | None = None
     trajectory_id: ClientId | None = None
     details: dict[str, Any] | None = None
+    item_ids: list[str] | None = Field(
+        None,
+        max_length=1000,
+        description="credit only these served items (the ones the agent acted on); default: every served item",
+    )
 
 
 class RetrievalOutcomeRead(ResponseModel):

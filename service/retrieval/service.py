@@ -14,7 +14,7 @@ import numpy as np
 from sqlalchemy.orm import Session
 
 from service.auth import Permission, Principal
-from service.errors import Conflict, NotFound
+from service.errors import Conflict, InvalidInput, NotFound
 from service.limits import LimitChecker
 from service.namespaces.schemas import NamespaceSettings
 from service.namespaces.service import NamespaceService
@@ -256,9 +256,15 @@ class RetrievalService:
             self.namespaces.require(session, ns)
             if repo.get_retrieval(session, ns, retrieval_id) is None:
                 raise NotFound(f"retrieval {retrieval_id!r} not found in namespace {ns!r}", field="retrieval_id")
+            item_ids = None if body.item_ids is None else sorted(set(body.item_ids))
             old = repo.get_outcome(session, retrieval_id)
             if old is not None:
-                if (old.success, old.reward, old.details) != (body.success, body.reward, body.details):
+                if (old.success, old.reward, old.details, old.item_ids) != (
+                    body.success,
+                    body.reward,
+                    body.details,
+                    item_ids,
+                ):
                     raise Conflict(
                         f"retrieval {retrieval_id!r} already has a different outcome",
                         field="outcome",
@@ -267,6 +273,15 @@ class RetrievalService:
                 return RetrievalOutcomeRead(
                     retrieval_id=retrieval_id, success=old.success, reward=old.reward, credited_items=0
                 )
+            if item_ids is not None:
+                served = repo.served_ids(session, retrieval_id)
+                for i, item_id in enumerate(body.item_ids or []):
+                    if item_id not in served:
+                        raise InvalidInput(
+                            f"item_ids[{i}] {item_id!r} was not served by retrieval {retrieval_id!r}",
+                            field=f"item_ids[{i}]",
+                            rule="served",
+                        )
             n = repo.record_outcome(
                 session,
                 ns,
@@ -275,6 +290,7 @@ class RetrievalService:
                 reward=body.reward,
                 trajectory_id=body.trajectory_id,
                 details=body.details,
+                item_ids=item_ids,
             )
             return RetrievalOutcomeRead(
                 retrieval_id=retrieval_id, success=body.success, reward=body.reward, credited_items=n

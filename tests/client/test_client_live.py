@@ -297,6 +297,13 @@ def test_retrieval_outcome_replay_and_conflict(admin: Client, namespace: str) ->
         admin.report_retrieval_outcome(namespace, "r_no_such_retrieval", success=True)
     top = admin.retrieve(namespace, STEP["state"]["observation"]).items[0]
     assert (top.utility.uses, top.utility.successes) == (1, 1)
+    # Crediting only what the agent acted on; an item that was not served is named.
+    again = admin.retrieve(namespace, STEP["state"]["observation"], k=5)
+    with pytest.raises(errors.InvalidInput) as caught:
+        admin.report_retrieval_outcome(namespace, again.retrieval_id, success=True, item_ids=["ex_never_served"])
+    assert caught.value.field == "item_ids[0]"
+    acted = admin.report_retrieval_outcome(namespace, again.retrieval_id, success=True, item_ids=[top.id])
+    assert acted.credited_items == 1
 
 
 def test_wait_searchable_episode_is_searchable_by_anyone_on_exit(

@@ -190,6 +190,24 @@ def test_utility_moves_with_reported_outcomes(api: TestClient) -> None:
     assert api.post(f"{NS}/retrievals/r_nope/outcome", json={"success": True}).status_code == 404
 
 
+def test_an_outcome_can_credit_only_the_items_acted_on(api: TestClient) -> None:
+    ingest(api, "s", [step(KITCHEN, "boil water"), step(KITCHEN + " The sink drips.", "fix sink")], {"success": True})
+    drain(api)
+    served = retrieve(api, KITCHEN, k=2)
+    by_action = {i["content"]["action"]: i["id"] for i in served["items"]}
+    url = f"{NS}/retrievals/{served['retrieval_id']}/outcome"
+    bad = api.post(url, json={"success": True, "item_ids": [by_action["boil water"], "ex_not_served"]})
+    assert bad.status_code == 422
+    assert (bad.json()["error"]["field"], bad.json()["error"]["rule"]) == ("item_ids[1]", "served")
+    ok = api.post(url, json={"success": True, "item_ids": [by_action["boil water"]]})
+    assert ok.status_code == 200 and ok.json()["credited_items"] == 1
+    # A replay must name the same items; another set is a conflict.
+    assert api.post(url, json={"success": True, "item_ids": [by_action["boil water"]]}).json()["credited_items"] == 0
+    assert api.post(url, json={"success": True}).status_code == 409
+    uses = {i["content"]["action"]: i["utility"]["uses"] for i in retrieve(api, KITCHEN, k=2)["items"]}
+    assert uses == {"boil water": 1, "fix sink": 0}
+
+
 def test_episode_linked_retrieval_is_credited_when_it_closes(api: TestClient) -> None:
     ingest(api, "src", [step(KITCHEN, "boil water")], {"success": True})
     drain(api)

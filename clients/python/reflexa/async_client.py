@@ -287,8 +287,15 @@ class AsyncClient:
         reward: float | None = None,
         trajectory_id: str | None = None,
         details: Mapping[str, Any] | None = None,
+        item_ids: Sequence[str] | None = None,
     ) -> RetrievalOutcome:
-        outcome = {"success": success, "reward": reward, "trajectory_id": trajectory_id, "details": details}
+        outcome = {
+            "success": success,
+            "reward": reward,
+            "trajectory_id": trajectory_id,
+            "details": details,
+            "item_ids": None if item_ids is None else list(item_ids),
+        }
         return await self._transport.send(ops.report_retrieval_outcome(self._ns(namespace), retrieval_id, outcome))
 
     def session_token(self, namespace: str | None = None) -> str | None:

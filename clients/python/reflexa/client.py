@@ -365,14 +365,23 @@ class Client:
         reward: float | None = None,
         trajectory_id: str | None = None,
         details: Mapping[str, Any] | None = None,
+        item_ids: Sequence[str] | None = None,
     ) -> RetrievalOutcome:
         """Credit what a retrieval served with how the task went (once).
 
         An identical repeat is a replay (``credited_items`` 0); a different outcome
-        for the same retrieval is a :class:`~reflexa.errors.Conflict`. Retrievals made
-        with a ``trajectory_id`` are credited by that episode's outcome instead.
+        for the same retrieval is a :class:`~reflexa.errors.Conflict`. ``item_ids``
+        credits only the served items the agent acted on (default: all of them).
+        Retrievals made with a ``trajectory_id`` are credited by that episode's
+        outcome instead, unless reported here first.
         """
-        outcome = {"success": success, "reward": reward, "trajectory_id": trajectory_id, "details": details}
+        outcome = {
+            "success": success,
+            "reward": reward,
+            "trajectory_id": trajectory_id,
+            "details": details,
+            "item_ids": None if item_ids is None else list(item_ids),
+        }
         return self._transport.send(ops.report_retrieval_outcome(self._ns(namespace), retrieval_id, outcome))
 
     def session_token(self, namespace: str | None = None) -> str | None:

@@ -263,6 +263,7 @@ class RetrievalOutcomeReport(RequestModel):
     reward: float | None = None
     trajectory_id: ClientId | None = None
     details: JSONObject | None = None
+    item_ids: list[str] | None = Field(None, description="credit only these served items (default: all served)")
 
 
 # --- retrieval: what is read ----------------------------------------------------------------

@@ -41,7 +41,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--pool-size", type=int, default=5, help="worlds in the pool regime")
     p.add_argument("--block", type=int, default=10, help="episodes per point of the curve")
     p.add_argument(
-        "--agents", default="reflexa,memoryless,random", help="comma-separated (reflexa-llm needs --llm-base-url)"
+        "--agents",
+        default="reflexa,memoryless,random",
+        help="comma-separated: reflexa, reflexa-acted (credits only the exemplars it acted on), memoryless, "
+        "random, reflexa-llm (needs --llm-base-url)",
     )
     p.add_argument("--state-text", default="observation", help="namespace state_text fields, e.g. task,observation")
     p.add_argument("--internal-weight", type=float, help="namespace ranking.internal_weight")

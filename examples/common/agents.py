@@ -88,8 +88,22 @@ class ReflexaAgent:
     name = "reflexa"
 
     def __init__(
-        self, client: Client, namespace: str, seed: int, *, k: int = 60, params: MemoryParams | None = None
+        self,
+        client: Client,
+        namespace: str,
+        seed: int,
+        *,
+        k: int = 60,
+        params: MemoryParams | None = None,
+        credit_acted: bool = False,
     ) -> None:
+        """credit_acted: report each retrieval's outcome naming only the exemplars
+        the agent acted on (`item_ids`), instead of letting the episode's outcome
+        credit everything that was served."""
+        if credit_acted:
+            self.name = "reflexa-acted"
+        self._credit_acted = credit_acted
+        self._acted: list[tuple[str, list[str]]] = []  # (retrieval id, items acted on)
         self.namespace = namespace
         self.task = ""
         self._start = ""
@@ -127,7 +141,12 @@ class ReflexaAgent:
                     caused_failure=tr.caused_failure,
                 )
 
+            self._acted = []
             result = play(env, world, split, decide, self._rng, log)
+            for retrieval_id, item_ids in self._acted:  # before the close, which credits the rest
+                self._client.report_retrieval_outcome(
+                    self.namespace, retrieval_id, success=result.success, reward=result.reward, item_ids=item_ids
+                )
             ep.finish(
                 success=result.success,
                 reward=result.reward,
@@ -140,8 +159,12 @@ class ReflexaAgent:
         situation = self.situation(obs)
         hits = ep.retrieve(obs.text, data=situation, internal_state=obs.subgoal, kinds=["exemplar"], k=self._k)
         evidence = evidence_by_action(hits.items, obs.actions, self._params, situation)
-        exact = nearest(hits.items, self._params, situation)[1] in ("same", "state")
-        return choose(evidence, rules, obs.text, obs.actions, self._params, exact=exact)
+        near, level = nearest(hits.items, self._params, situation)
+        action, why = choose(evidence, rules, obs.text, obs.actions, self._params, exact=level in ("same", "state"))
+        if self._credit_acted:  # exploring acted on nothing recalled: credit nothing
+            acted = [i.id for i in near if i.content.get("action") == action] if why == "memory" else []
+            self._acted.append((hits.retrieval_id, acted))
+        return action, why
 
     def situation(self, obs: Observation) -> dict[str, str]:
         """Structured state sent with every step: where this episode began (a digest

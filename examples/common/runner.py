@@ -88,8 +88,8 @@ class AgentFactory:
         key = self._admin.create_key(role="agent", namespaces=[namespace]).key
         client = Client(self._url, api_key=key)
         self.clients.append(client)
-        if name == "reflexa":
-            return ReflexaAgent(client, namespace, run_seed)
+        if name in ("reflexa", "reflexa-acted"):
+            return ReflexaAgent(client, namespace, run_seed, credit_acted=name == "reflexa-acted")
         if name in self._extra:
             return self._extra[name](client, namespace, run_seed)
         raise ValueError(f"unknown agent {name!r}")

@@ -56,7 +56,6 @@ class IndexRegistry:
         self.dim = dim
         self.snapshot_dir = snapshot_dir
         self.sync_interval = sync_interval
-
         self._namespaces: dict[str, _NamespaceIndexes] = {}
         self._guard = threading.Lock()
 

@@ -363,16 +363,10 @@ def _refresh_importance(session: Session, reflection_pks: Sequence[int]) -> None
     to curation (an item is not retired because its source data was deleted)."""
     if not reflection_pks:
         return
-    sums = dict(
-        session.execute(
-            select(ReflectionEvidence.reflection_pk, func.sum(ReflectionEvidence.value))
-            .where(ReflectionEvidence.reflection_pk.in_(list(reflection_pks)))
-            .group_by(ReflectionEvidence.reflection_pk)
-        ).all()
-    )
+    sums = evidence_value_sums(session, reflection_pks)
     for row in session.scalars(select(Reflection).where(Reflection.pk.in_(list(reflection_pks)))):
         if "importance" in row.content:
-            importance = round(sums.get(row.pk) or 0)
+            importance = round(sums[row.pk])
             if row.content["importance"] != importance:
                 row.content = {**row.content, "importance": importance}
 
@@ -470,12 +464,18 @@ def cites_trajectory(session: Session, reflection_pk: int, trajectory_pk: int) -
     return session.scalar(stmt) is not None
 
 
-def evidence_value_sum(session: Session, reflection_pk: int) -> float:
-    """The sum of the evidence rows' values (for LLM pool items: their votes)."""
-    stmt = select(func.coalesce(func.sum(ReflectionEvidence.value), 0.0)).where(
-        ReflectionEvidence.reflection_pk == reflection_pk
-    )
-    return float(session.scalar(stmt) or 0.0)
+def evidence_value_sums(session: Session, reflection_pks: Sequence[int]) -> dict[int, float]:
+    """pk -> the sum of its evidence rows' values (for LLM pool items: their votes);
+    0.0 for a reflection with no evidence."""
+    out = dict.fromkeys(reflection_pks, 0.0)
+    if reflection_pks:
+        stmt = (
+            select(ReflectionEvidence.reflection_pk, func.sum(ReflectionEvidence.value))
+            .where(ReflectionEvidence.reflection_pk.in_(list(reflection_pks)))
+            .group_by(ReflectionEvidence.reflection_pk)
+        )
+        out.update((pk, float(total or 0.0)) for pk, total in session.execute(stmt))
+    return out
 
 
 def evidence_trajectory_pks(session: Session, reflection_pk: int) -> set[int]:

@@ -76,25 +76,24 @@ class CandidateRow:
         return orjson.loads(self.content_json)
 
 
-_r = Reflection
 _CANDIDATE_COLUMNS = (
-    _r.pk,
-    _r.kind,
-    _r.successes,
-    _r.failures,
-    _r.uses,
-    _r.updated_at,
-    _r.id,
-    _r.status,
-    _r.version,
-    cast(_r.content, Text),
-    _r.text,
-    _r.environment,
-    _r.created_at,
-    _r.evidence_count,
-    _r.evidence_successes,
-    _r.evidence_failures,
-    _r.evidence_value,
+    Reflection.pk,
+    Reflection.kind,
+    Reflection.successes,
+    Reflection.failures,
+    Reflection.uses,
+    Reflection.updated_at,
+    Reflection.id,
+    Reflection.status,
+    Reflection.version,
+    cast(Reflection.content, Text),
+    Reflection.text,
+    Reflection.environment,
+    Reflection.created_at,
+    Reflection.evidence_count,
+    Reflection.evidence_successes,
+    Reflection.evidence_failures,
+    Reflection.evidence_value,
 )
 
 

@@ -301,7 +301,7 @@ def settle_status(session: Session, ctx: PoolContext, row: Reflection, importanc
 
 
 def _importance(session: Session, row: Reflection) -> int:
-    return round(repo.evidence_value_sum(session, row.pk))
+    return round(repo.evidence_value_sums(session, [row.pk])[row.pk])
 
 
 def _with_extra(content: dict[str, Any], extra: list[dict[str, Any]] | None) -> dict[str, Any]:

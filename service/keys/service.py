@@ -25,6 +25,17 @@ class BootstrapResult:
     generated_secret: str | None  # set only when a new admin key was made: show it once
 
 
+def _bearer_digest(authorization: str | None) -> str:
+    """The SHA-256 of the key in an `Authorization: Bearer <key>` header; Unauthorized
+    saying what is wrong with the header otherwise."""
+    if not authorization:
+        raise Unauthorized("missing Authorization header; send 'Authorization: Bearer <key>'")
+    scheme, _, secret = authorization.partition(" ")
+    if scheme.lower() != "bearer" or not secret.strip():
+        raise Unauthorized("Authorization header must be 'Bearer <key>'")
+    return hash_key(secret.strip())
+
+
 class KeyService:
     # A verified key is trusted this long without a database lookup; keeps auth off
     # the ingest hot path.
@@ -68,26 +79,18 @@ class KeyService:
 
     def cached(self, authorization: str | None) -> Principal | None:
         """The principal of a recently seen valid key, without touching the database
-        (None: not cached; call `authenticate`)."""
-        if not authorization:
+        (None: not cached or not a bearer header; call `authenticate`)."""
+        try:
+            return self._cached(_bearer_digest(authorization))
+        except Unauthorized:
             return None
-        scheme, _, secret = authorization.partition(" ")
-        if scheme.lower() != "bearer" or not secret.strip():
-            return None
-        hit = self._cache.get(hash_key(secret.strip()))
-        return hit[1] if hit is not None and hit[0] > time.monotonic() else None
 
     def authenticate(self, authorization: str | None) -> Principal:
-        if not authorization:
-            raise Unauthorized("missing Authorization header; send 'Authorization: Bearer <key>'")
-        scheme, _, secret = authorization.partition(" ")
-        if scheme.lower() != "bearer" or not secret.strip():
-            raise Unauthorized("Authorization header must be 'Bearer <key>'")
-        digest = hash_key(secret.strip())
+        digest = _bearer_digest(authorization)
+        hit = self._cached(digest)
+        if hit is not None:
+            return hit
         now = time.monotonic()
-        hit = self._cache.get(digest)
-        if hit is not None and hit[0] > now:
-            return hit[1]
         with self.db.read() as session:
             row = repo.get_key_by_hash(session, digest)
             if row is None or row.revoked_at is not None:
@@ -95,6 +98,10 @@ class KeyService:
             principal = Principal(key_id=row.id, role=row.role, namespaces=frozenset(row.namespaces))
         self._cache[digest] = (now + self.CACHE_SECONDS, principal)
         return principal
+
+    def _cached(self, digest: str) -> Principal | None:
+        hit = self._cache.get(digest)
+        return hit[1] if hit is not None and hit[0] > time.monotonic() else None
 
     def bootstrap_admin(self, env_secret: str | None) -> BootstrapResult:
         """REFLEXA_ADMIN_KEY, when set, is (re)registered as an admin key. Otherwise,

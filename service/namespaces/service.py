@@ -4,7 +4,6 @@ namespaced request goes through."""
 from __future__ import annotations
 
 import time
-from typing import Any
 
 from sqlalchemy.orm import Session
 
@@ -23,7 +22,6 @@ class NamespaceService:
         # Namespaces are never deleted through the API, so a name once seen stays
         # valid: skip the lookup on the ingest hot path.
         self._known: set[str] = set()
-        self._parsed: dict[str, tuple[dict[str, Any], NamespaceSettings]] = {}
         self._inputs: dict[str, tuple[float, tuple[NamespaceSettings, int, int]]] = {}
 
     def require(self, session: Session, name: str) -> None:
@@ -45,22 +43,12 @@ class NamespaceService:
             row = repo.ranking_inputs(session, name)
         if row is None:
             raise NotFound(f"namespace {name!r} not found", field="namespace")
-        inputs = (self.parsed_settings(name, row[0]), row[1], row[2])
+        inputs = (parse_settings(row[0]), row[1], row[2])
         self._inputs[name] = (now + RANKING_INPUTS_TTL, inputs)
         return inputs
 
     def outcomes_changed(self, name: str) -> None:
         self._inputs.pop(name, None)
-
-    def parsed_settings(self, name: str, raw: dict[str, Any]) -> NamespaceSettings:
-        """The namespace's settings as a model, parsed once per change of the stored
-        JSON (comparing dicts is far cheaper than validating them on every retrieve)."""
-        hit = self._parsed.get(name)
-        if hit is not None and hit[0] == raw:
-            return hit[1]
-        parsed = parse_settings(raw)
-        self._parsed[name] = (raw, parsed)
-        return parsed
 
     def create(self, principal: Principal, body: NamespaceCreate) -> tuple[NamespaceRead, bool]:
         """Returns (namespace, created). An identical repeat is a replay; a

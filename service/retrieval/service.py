@@ -273,9 +273,9 @@ class RetrievalService:
                 return RetrievalOutcomeRead(
                     retrieval_id=retrieval_id, success=old.success, reward=old.reward, credited_items=0
                 )
-            if item_ids is not None:
+            if body.item_ids is not None:
                 served = repo.served_ids(session, retrieval_id)
-                for i, item_id in enumerate(body.item_ids or []):
+                for i, item_id in enumerate(body.item_ids):
                     if item_id not in served:
                         raise InvalidInput(
                             f"item_ids[{i}] {item_id!r} was not served by retrieval {retrieval_id!r}",

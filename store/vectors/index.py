@@ -369,11 +369,8 @@ class VectorIndex:
             return
         with self._writer:
             for op, op_ids, op_vectors in self._pending or []:
-                present = built.present(op_ids)
-                if op == "remove":
-                    built.remove(op_ids[present])
-                else:
-                    built.remove(op_ids[present])
+                built.remove(op_ids[built.present(op_ids)])  # an add is an upsert: out first
+                if op == "add":
                     built.add(op_ids, op_vectors)
             self._swap(built)
             self._pending = None

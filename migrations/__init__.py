@@ -62,6 +62,15 @@ class SchemaStatus:
     def up_to_date(self) -> bool:
         return set(self.current) == set(self.head)
 
+    def upgrade_hint(self) -> str:
+        """What to tell someone whose database is behind this code: where it is, what
+        this code needs, and the command that fixes it."""
+        current = ", ".join(self.current) or "empty"
+        return (
+            f"database schema is at revision {current} but this version of Reflexa needs "
+            f"{', '.join(self.head)}; run `reflexa db upgrade` (same REFLEXA_DATABASE_URL) and start again"
+        )
+
 
 def schema_status(engine: Engine) -> SchemaStatus:
     with engine.connect() as conn:

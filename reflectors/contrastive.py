@@ -29,20 +29,32 @@ from typing import Any
 import numpy as np
 from sqlalchemy.orm import Session
 
+from domain.jobs import Dedup, Lane, Priority, declare
+from domain.reflections import ReflectionDraft
+from domain.settings import NamespaceSettings, parse_settings
 from reflectors.derived import Derived, upsert_derived
 from reflectors.evidence_cards import action_key
+from reflectors.registry import Reflector, register
 from reflectors.worker import JobView, Write
-from service.namespaces.schemas import parse_settings
+from store import embeddings as embeddings_repo
+from store import evidence as evidence_repo
 from store import namespaces as namespaces_repo
 from store import reflections as repo
+from store import reflector_queries
 from store.database import Database
 from store.embedding.base import Embedder
-from store.models import Reflection
+from store.models import Reflection, Trajectory
 
 NAME = "contrastive"
 VERSION = "1"
 KIND = "heuristic"
-JOB_KIND = "reflect.contrastive"
+JOB = declare(
+    "reflect.contrastive",
+    lane=Lane.FAST,
+    priority=Priority.OFFLINE,
+    dedup=Dedup.COALESCE,
+    description="recount an environment's contrastive heuristics from its exemplars",
+)
 MAX_EXEMPLARS = 20_000
 MAX_EVIDENCE = 50
 
@@ -169,17 +181,17 @@ class ContrastiveReflector:
     def __call__(self, job: JobView) -> Write | None:
         ns, env = job.namespace, job.payload.get("environment")
         with self.db.read() as session:
-            row = namespaces_repo.get_namespace(session, ns)
+            row = namespaces_repo.read_namespace(session, ns)
             c = parse_settings(row.settings if row else {}).reflection.contrastive
             config = ContrastiveConfig(c.similarity, c.min_support, c.min_confidence, c.min_lift)
-            pairs = repo.exemplars_with_vectors(session, ns, env, self.embedder.name, MAX_EXEMPLARS)
-            existing = repo.list_by_reflector(session, ns, NAME, env)
-            existing_vectors = repo.embeddings_for(session, [r.pk for r in existing], self.embedder.name)
+            pairs = reflector_queries.list_exemplars_with_vectors(session, ns, env, self.embedder.name, MAX_EXEMPLARS)
+            existing = reflector_queries.list_reflections_by_reflector(session, ns, NAME, env)
+            existing_vectors = embeddings_repo.read_embeddings(session, [r.pk for r in existing], self.embedder.name)
             if not pairs:
                 return None
             rows = [r for r, _ in pairs]
             findings = find(rows, np.vstack([v for _, v in pairs]), config)
-            evidence = repo.evidence_for(session, [r.pk for f in findings for r in f.exemplars])
+            evidence = evidence_repo.list_evidence(session, [r.pk for f in findings for r in f.exemplars])
 
         items: list[Derived] = []
         kept: set[str] = set()
@@ -192,22 +204,21 @@ class ContrastiveReflector:
             content = render(f)
             items.append(
                 Derived(
-                    values={
-                        "namespace": ns,
-                        "id": id_,
-                        "kind": KIND,
-                        "status": "active",
-                        "content": content,
-                        "text": content["text"],
-                        "environment": env,
-                        "task": None,
-                        "reflector": NAME,
-                        "reflector_version": VERSION,
-                        "source_key": f"{KIND}:{id_}",
-                    },
+                    draft=ReflectionDraft(
+                        namespace=ns,
+                        id=id_,
+                        kind=KIND,
+                        status="active",
+                        content=content,
+                        text=content["text"],
+                        environment=env,
+                        reflector=NAME,
+                        reflector_version=VERSION,
+                    ),
                     vectors={"state": f.centroid.astype(np.float32)},
                     evidence=[
-                        repo.EvidenceIn(e.trajectory_pk, e.step_start, e.step_end, e.success, e.value) for e in links
+                        evidence_repo.EvidenceIn(e.trajectory_pk, e.step_start, e.step_end, e.success, e.value)
+                        for e in links
                     ],
                 )
             )
@@ -225,9 +236,9 @@ class ContrastiveReflector:
                     note="recounted from the environment's exemplars",
                 )
             for r in stale:
-                row = repo.get_reflection(session, ns, r.id, for_update=True)
+                row = repo.read_reflection(session, ns, r.id, for_update=True)
                 if row is not None and row.status == "active":
-                    repo.set_status(
+                    repo.update_reflection_status(
                         session,
                         row,
                         "candidate",
@@ -252,3 +263,20 @@ def _match(
         if v is not None and float(v @ f.centroid) >= best_sim:
             best, best_sim = r.id, float(v @ f.centroid)
     return best
+
+
+def queue_recount(session: Session, traj: Trajectory, settings: NamespaceSettings) -> None:
+    """One recount per environment, however many of its episodes close meanwhile."""
+    JOB.enqueue(session, traj.namespace, {"environment": traj.environment}, traj.namespace, traj.environment)
+
+
+register(
+    Reflector(
+        name=NAME,
+        version=VERSION,
+        job=JOB,
+        build=lambda deps: ContrastiveReflector(deps.db, deps.embedder),
+        settings_section="contrastive",
+        trigger=queue_recount,
+    )
+)

@@ -5,12 +5,13 @@ evidence changes, every revision kept in the history."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 from sqlalchemy.orm import Session
 
+from domain.reflections import ReflectionDraft
 from reflectors.embed import write_vectors
+from store import evidence as evidence_repo
 from store import reflections as repo
 
 
@@ -18,27 +19,27 @@ from store import reflections as repo
 class Derived:
     """A reflection as a reflector computed it this time."""
 
-    values: dict[str, Any]  # namespace, id, kind, status, content, text, environment, task, reflector, …
+    draft: ReflectionDraft
     vectors: dict[str, np.ndarray]
-    evidence: list[repo.EvidenceIn]
+    evidence: list[evidence_repo.EvidenceIn]
 
 
 def upsert_derived(session: Session, item: Derived, *, model: str, actor: str, note: str) -> bool:
     """Insert, or revise when content or status changed; returns True if anything changed."""
-    v = item.values
-    row = repo.get_reflection(session, v["namespace"], v["id"], for_update=True)
+    d = item.draft
+    row = repo.read_reflection(session, d.namespace, d.id, for_update=True)
     if row is None:
-        row = repo.insert_reflection(session, v, actor=actor)
+        row = repo.create_reflection(session, d.values(), actor=actor)
         write_vectors(session, row, model, item.vectors)
-        repo.replace_evidence(session, row.pk, item.evidence)
+        evidence_repo.update_evidence(session, row.pk, item.evidence)
         return True
     changed = False
-    if row.content != v["content"]:
-        repo.edit_reflection(session, row, content=v["content"], text=v["text"], actor=actor, note=note)
+    if row.content != d.content:
+        repo.update_reflection(session, row, content=d.content, text=d.text, actor=actor, note=note)
         write_vectors(session, row, model, item.vectors)
         changed = True
-    if row.status != v["status"] and row.status != "retired":  # an operator's retirement stands
-        repo.set_status(session, row, v["status"], action="status", actor=actor, note=note)
+    if row.status != d.status and row.status != "retired":  # an operator's retirement stands
+        repo.update_reflection_status(session, row, d.status, action="status", actor=actor, note=note)
         changed = True
-    repo.replace_evidence(session, row.pk, item.evidence)
+    evidence_repo.update_evidence(session, row.pk, item.evidence)
     return changed

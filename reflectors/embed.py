@@ -12,11 +12,15 @@ import numpy as np
 from sqlalchemy import delete
 from sqlalchemy.orm import Session
 
+from domain.jobs import REFLECTION_EMBED
+from domain.reflections import TASK_KEYED
+from domain.settings import NamespaceSettings, parse_settings
+from domain.state_text import internal_text, state_text, task_query_text
+from reflectors.registry import Reflector, register
 from reflectors.worker import JobView, Write
-from service.namespaces.schemas import NamespaceSettings, parse_settings
-from service.retrieval.state_text import TASK_KEYED, internal_text, state_text, task_query_text
+from store import embeddings as embeddings_repo
+from store import index_feed
 from store import namespaces as namespaces_repo
-from store import reflections as repo
 from store.database import Database
 from store.embedding.base import Embedder
 from store.models import Embedding, Reflection
@@ -53,16 +57,16 @@ def encode_texts(embedder: Embedder, per_row: list[dict[str, str]]) -> list[dict
 def write_vectors(session: Session, row: Reflection, model: str, vectors: dict[str, np.ndarray]) -> None:
     """Replace the row's vectors of this model (a field no longer present goes) and
     put it on the index feed."""
-    repo.lock_feed(session, row.namespace)
+    index_feed.lock_feed(session, row.namespace)
     session.execute(
         delete(Embedding).where(
             Embedding.reflection_pk == row.pk, Embedding.model == model, Embedding.field.not_in(list(vectors))
         )
     )
-    repo.upsert_embeddings(
+    embeddings_repo.update_embeddings(
         session, reflection_pk=row.pk, namespace=row.namespace, kind=row.kind, model=model, vectors=vectors
     )
-    repo.append_changes(session, row.namespace, [(row.kind, row.pk, "upsert")])
+    index_feed.create_changes(session, row.namespace, [(row.kind, row.pk, "upsert")])
 
 
 class ReembedReflection:
@@ -77,7 +81,7 @@ class ReembedReflection:
             row = session.get(Reflection, job.payload["reflection_pk"])
             if row is None or row.version != job.payload["version"]:
                 return None  # deleted, or edited again: the newer version's job does the work
-            ns = namespaces_repo.get_namespace(session, row.namespace)
+            ns = namespaces_repo.read_namespace(session, row.namespace)
             texts = reflection_texts(row, parse_settings(ns.settings if ns else {}))
         vectors = encode_texts(self.embedder, [texts])[0]  # no transaction open
 
@@ -87,3 +91,13 @@ class ReembedReflection:
                 write_vectors(session, current, self.embedder.name, vectors)
 
         return write
+
+
+register(
+    Reflector(
+        name="reembed",
+        version="1",
+        job=REFLECTION_EMBED,
+        build=lambda deps: ReembedReflection(deps.db, deps.embedder),
+    )
+)

@@ -17,13 +17,16 @@ from typing import Any
 import orjson
 from sqlalchemy.orm import Session
 
+from domain.jobs import Dedup, Lane, Priority, declare
+from domain.reflections import ReflectionDraft
+from domain.settings import NamespaceSettings, parse_settings
+from domain.state_text import task_query_text
 from reflectors.derived import Derived, upsert_derived
 from reflectors.embed import encode_texts
+from reflectors.registry import Reflector, register
 from reflectors.worker import JobView, Write
-from service.namespaces.schemas import parse_settings
-from service.retrieval.state_text import task_query_text
+from store import evidence as evidence_repo
 from store import namespaces as namespaces_repo
-from store import reflections as repo
 from store import trajectories as trajectories_repo
 from store.database import Database
 from store.embedding.base import Embedder
@@ -32,7 +35,13 @@ from store.models import Step, Trajectory
 NAME = "evidence_card"
 VERSION = "1"
 KIND = "evidence_card"
-JOB_KIND = "reflect.evidence_card"
+JOB = declare(
+    "reflect.evidence_card",
+    lane=Lane.FAST,
+    priority=Priority.OFFLINE,
+    dedup=Dedup.COALESCE,
+    description="rebuild a task's evidence card from its latest rollout groups",
+)
 TOP = 5  # actions listed as worked / failed
 
 
@@ -148,11 +157,11 @@ class EvidenceCardReflector:
     def __call__(self, job: JobView) -> Write | None:
         ns, task, task_hash = job.namespace, job.payload["task"], job.payload["task_hash"]
         with self.db.read() as session:
-            row = namespaces_repo.get_namespace(session, ns)
+            row = namespaces_repo.read_namespace(session, ns)
             groups = parse_settings(row.settings if row else {}).reflection.evidence_cards.groups
-            group_ids = trajectories_repo.latest_group_ids(session, ns, task_hash, groups)
-            trajectories = trajectories_repo.closed_in_groups(session, ns, task_hash, group_ids)
-            steps = trajectories_repo.get_steps_for(session, [t.pk for t in trajectories])
+            group_ids = trajectories_repo.list_latest_group_ids(session, ns, task_hash, groups)
+            trajectories = trajectories_repo.list_closed_in_groups(session, ns, task_hash, group_ids)
+            steps = trajectories_repo.list_steps_for(session, [t.pk for t in trajectories])
         if not trajectories:
             return None
         runs = [(t, steps[t.pk]) for t in trajectories]
@@ -160,21 +169,23 @@ class EvidenceCardReflector:
         vectors = encode_texts(self.embedder, [{"state": task_query_text(task)}])[0]  # matched by task; no txn open
         environments = {t.environment for t in trajectories}
         item = Derived(
-            values={
-                "namespace": ns,
-                "id": card_id(ns, task_hash),
-                "kind": KIND,
-                "status": "active",
-                "content": content,
-                "text": content["text"],
-                "environment": environments.pop() if len(environments) == 1 else None,
-                "task": task,
-                "reflector": NAME,
-                "reflector_version": VERSION,
-                "source_key": f"{KIND}:{task_hash}",
-            },
+            draft=ReflectionDraft(
+                namespace=ns,
+                id=card_id(ns, task_hash),
+                kind=KIND,
+                status="active",
+                content=content,
+                text=content["text"],
+                environment=environments.pop() if len(environments) == 1 else None,
+                task=task,
+                reflector=NAME,
+                reflector_version=VERSION,
+                source_key=f"{KIND}:{task_hash}",
+            ),
             vectors=vectors,
-            evidence=[repo.EvidenceIn(t.pk, None, None, success=t.success, value=t.reward) for t in trajectories],
+            evidence=[
+                evidence_repo.EvidenceIn(t.pk, None, None, success=t.success, value=t.reward) for t in trajectories
+            ],
         )
 
         def write(session: Session) -> None:
@@ -187,3 +198,23 @@ class EvidenceCardReflector:
             )
 
         return write
+
+
+def queue_card(session: Session, traj: Trajectory, settings: NamespaceSettings) -> None:
+    """A rollout that belongs to a group rebuilds its task's card (one per task at a time)."""
+    if traj.group_id:
+        JOB.enqueue(
+            session, traj.namespace, {"task": traj.task, "task_hash": traj.task_hash}, traj.namespace, traj.task_hash
+        )
+
+
+register(
+    Reflector(
+        name=NAME,
+        version=VERSION,
+        job=JOB,
+        build=lambda deps: EvidenceCardReflector(deps.db, deps.embedder),
+        settings_section="evidence_cards",
+        trigger=queue_card,
+    )
+)

@@ -21,6 +21,7 @@ reward of the last step, so sparse-reward episodes still rank their steps.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,14 +29,16 @@ import numpy as np
 import orjson
 from sqlalchemy.orm import Session
 
-from reflectors.contrastive import JOB_KIND as CONTRASTIVE_JOB
+from domain.jobs import TRAJECTORY_CLOSED
+from domain.reflections import ReflectionDraft
+from domain.settings import NamespaceSettings, parse_settings
+from domain.state_text import internal_text, state_text
 from reflectors.embed import encode_texts
-from reflectors.evidence_cards import JOB_KIND as CARD_JOB
-from reflectors.llm_reflectors.triggers import queue_llm_reflection
+from reflectors.registry import Reflector, Trigger, register
 from reflectors.worker import JobView, TransientError, Write
-from service.namespaces.schemas import NamespaceSettings, parse_settings
-from service.retrieval.state_text import internal_text, state_text
-from store import jobs as jobs_repo
+from store import embeddings as embeddings_repo
+from store import evidence as evidence_repo
+from store import index_feed
 from store import namespaces as namespaces_repo
 from store import reflections as repo
 from store import trajectories as trajectories_repo
@@ -89,10 +92,10 @@ def _action_text(action: Any) -> str:
 @dataclass
 class _Exemplar:
     id: str
-    values: dict[str, Any]
+    draft: ReflectionDraft
     state_text: str
     internal_text: str | None
-    evidence: list[repo.EvidenceIn]
+    evidence: list[evidence_repo.EvidenceIn]
 
 
 def build_exemplars(traj: Trajectory, steps: list[Step], settings: NamespaceSettings) -> list[_Exemplar]:
@@ -100,7 +103,7 @@ def build_exemplars(traj: Trajectory, steps: list[Step], settings: NamespaceSett
     credits = credit(traj, steps)
     by_id: dict[str, _Exemplar] = {}
     for step, value, credited in zip(steps, rtg, credits, strict=True):
-        ev = repo.EvidenceIn(traj.pk, step.index, step.index, success=credited, value=value)
+        ev = evidence_repo.EvidenceIn(traj.pk, step.index, step.index, success=credited, value=value)
         eid = exemplar_id(traj.environment, step.observation, step.state_data, step.action)
         if eid in by_id:  # the same (state, action) twice in one episode
             by_id[eid].evidence.append(ev)
@@ -118,19 +121,18 @@ def build_exemplars(traj: Trajectory, steps: list[Step], settings: NamespaceSett
             text += f"\nResult: {step.result}"
         by_id[eid] = _Exemplar(
             id=eid,
-            values={
-                "namespace": traj.namespace,
-                "id": eid,
-                "kind": KIND,
-                "status": "active",  # grounded in what happened: no approval needed
-                "content": content,
-                "text": text,
-                "environment": traj.environment,
-                "task": traj.task,
-                "reflector": NAME,
-                "reflector_version": VERSION,
-                "source_key": f"{KIND}:{eid}",
-            },
+            draft=ReflectionDraft(
+                namespace=traj.namespace,
+                id=eid,
+                kind=KIND,
+                status="active",  # grounded in what happened: no approval needed
+                content=content,
+                text=text,
+                environment=traj.environment,
+                task=traj.task,
+                reflector=NAME,
+                reflector_version=VERSION,
+            ),
             state_text=state_text(
                 settings.state_text, observation=step.observation, data=step.state_data, task=traj.task
             ),
@@ -140,62 +142,35 @@ def build_exemplars(traj: Trajectory, steps: list[Step], settings: NamespaceSett
     return list(by_id.values())
 
 
-def queue_follow_ups(session: Session, traj: Trajectory, settings: NamespaceSettings, *, llm: bool = False) -> None:
-    """Reflection that builds on the new exemplars, coalesced: many episodes closing
-    at once make one recount per environment and one card per task. With `llm`
-    (this worker has an LLM configured), the LLM reflectors' jobs too."""
-    r = settings.reflection
-    if r.contrastive.enabled:
-        jobs_repo.enqueue_job(
-            session,
-            namespace=traj.namespace,
-            kind=CONTRASTIVE_JOB,
-            payload={"environment": traj.environment},
-            dedup_key=f"{CONTRASTIVE_JOB}:{traj.namespace}:{traj.environment}",
-            once=False,
-            priority=50,
-        )
-    if r.evidence_cards.enabled and traj.group_id:
-        jobs_repo.enqueue_job(
-            session,
-            namespace=traj.namespace,
-            kind=CARD_JOB,
-            payload={"task": traj.task, "task_hash": traj.task_hash},
-            dedup_key=f"{CARD_JOB}:{traj.namespace}:{traj.task_hash}",
-            once=False,
-            priority=50,
-        )
-    if llm:
-        queue_llm_reflection(session, traj, settings)
-
-
 class ExemplarReflector:
     """Job handler for `trajectory.closed`: exemplars for every step, embedded and
-    written with their evidence and index feed entries. `llm_reflection`: the LLM
-    reflectors are registered in this worker, so their jobs are queued too."""
+    written with their evidence and index feed entries; then, in the same
+    transaction, the triggers of the other reflectors this worker runs queue the
+    reflection that builds on them (coalesced: many episodes closing at once make
+    one recount per environment and one card per task)."""
 
-    def __init__(self, db: Database, embedder: Embedder, *, llm_reflection: bool = False) -> None:
+    def __init__(self, db: Database, embedder: Embedder, triggers: Sequence[Trigger] = ()) -> None:
         self.db = db
         self.embedder = embedder
-        self.llm_reflection = llm_reflection
+        self.triggers = list(triggers)
 
     def __call__(self, job: JobView) -> Write | None:
         with self.db.read() as session:
             traj = session.get(Trajectory, job.payload["trajectory_pk"])
             if traj is None:  # deleted since: nothing to derive
                 return None
-            ns = namespaces_repo.get_namespace(session, traj.namespace)
+            ns = namespaces_repo.read_namespace(session, traj.namespace)
             settings = parse_settings(ns.settings if ns else {})
-            steps = trajectories_repo.get_steps(session, traj.pk)
+            steps = trajectories_repo.list_steps(session, traj.pk)
             exemplars = build_exemplars(traj, steps, settings)
-            known = set(repo.get_reflections_by_ids(session, traj.namespace, [e.id for e in exemplars]))
+            known = set(repo.read_reflections_by_ids(session, traj.namespace, [e.id for e in exemplars]))
         fresh = [e for e in exemplars if e.id not in known]
         vectors = self._embed(fresh)  # no transaction is open here
         namespace = traj.namespace
 
         def write(session: Session) -> None:
-            repo.lock_feed(session, namespace)
-            stored = repo.get_reflections_by_ids(session, namespace, [e.id for e in exemplars])
+            index_feed.lock_feed(session, namespace)
+            stored = repo.read_reflections_by_ids(session, namespace, [e.id for e in exemplars])
             changes: list[tuple[str, int, str]] = []
             touched: list[int] = []
             for ex in exemplars:
@@ -203,8 +178,8 @@ class ExemplarReflector:
                 if row is None:
                     if ex.id not in vectors:  # it vanished after we looked: embed on the next attempt
                         raise TransientError(f"exemplar {ex.id} changed while the job ran")
-                    row = repo.insert_reflection(session, ex.values, actor=f"reflector:{NAME}")
-                    repo.upsert_embeddings(
+                    row = repo.create_reflection(session, ex.draft.values(), actor=f"reflector:{NAME}")
+                    embeddings_repo.update_embeddings(
                         session,
                         reflection_pk=row.pk,
                         namespace=namespace,
@@ -213,11 +188,12 @@ class ExemplarReflector:
                         vectors=vectors[ex.id],
                     )
                     changes.append((KIND, row.pk, "upsert"))
-                repo.add_evidence(session, row.pk, ex.evidence)
+                evidence_repo.create_evidence(session, row.pk, ex.evidence)
                 touched.append(row.pk)
-            repo.refresh_evidence_stats(session, touched)
-            repo.append_changes(session, namespace, changes)
-            queue_follow_ups(session, traj, settings, llm=self.llm_reflection)
+            evidence_repo.update_evidence_stats(session, touched)
+            index_feed.create_changes(session, namespace, changes)
+            for trigger in self.triggers:
+                trigger(session, traj, settings)
 
         return write
 
@@ -226,3 +202,13 @@ class ExemplarReflector:
             {"state": e.state_text} | ({"internal": e.internal_text} if e.internal_text else {}) for e in exemplars
         ]
         return {e.id: vecs for e, vecs in zip(exemplars, encode_texts(self.embedder, per_row), strict=True)}
+
+
+register(
+    Reflector(
+        name=NAME,
+        version=VERSION,
+        job=TRAJECTORY_CLOSED,
+        build=lambda deps: ExemplarReflector(deps.db, deps.embedder, deps.triggers),
+    )
+)

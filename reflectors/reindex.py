@@ -9,10 +9,10 @@ rebuilt from the embeddings table.
 
 from __future__ import annotations
 
+from domain.settings import parse_settings
 from reflectors.embed import encode_texts, reflection_texts, write_vectors
-from service.namespaces.schemas import parse_settings
+from store import embeddings as embeddings_repo
 from store import namespaces as namespaces_repo
-from store import reflections as repo
 from store.database import Database
 from store.embedding.base import Embedder
 from store.index_registry import IndexRegistry
@@ -27,9 +27,11 @@ def reembed_missing(db: Database, embedder: Embedder, namespace: str) -> int:
     after = 0
     while True:
         with db.read() as session:
-            ns = namespaces_repo.get_namespace(session, namespace)
+            ns = namespaces_repo.read_namespace(session, namespace)
             settings = parse_settings(ns.settings if ns else {})
-            rows = repo.reflections_without_vector(session, namespace, embedder.name, after_pk=after, limit=PAGE)
+            rows = embeddings_repo.list_reflections_without_vector(
+                session, namespace, embedder.name, after_pk=after, limit=PAGE
+            )
         if not rows:
             return done
         vectors = encode_texts(embedder, [reflection_texts(r, settings) for r in rows])

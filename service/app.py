@@ -8,15 +8,15 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from fastapi import FastAPI, Request
+from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from domain.errors import ReflexaError
 from migrations import schema_status
 from service.body_limit import BodyLimitMiddleware
 from service.container import Services
-from service.errors import ReflexaError
 from service.health.router import router as health_router
 from service.jobs.router import router as jobs_router
 from service.keys.router import router as keys_router
@@ -25,6 +25,7 @@ from service.namespaces.router import router as namespaces_router
 from service.reflections.router import router as reflections_router
 from service.retrieval.router import router as retrieval_router
 from service.settings import Settings, get_settings
+from service.storable import refuse_unstorable
 from service.trajectories.router import router as trajectories_router
 from store.database import Database
 
@@ -38,11 +39,7 @@ class SchemaOutOfDate(RuntimeError):
 def check_schema(db: Database) -> None:
     status = schema_status(db.engine)
     if not status.up_to_date:
-        current = ", ".join(status.current) or "empty"
-        raise SchemaOutOfDate(
-            f"database schema is at revision {current} but this version of Reflexa needs "
-            f"{', '.join(status.head)}; run `reflexa db upgrade` (same REFLEXA_DATABASE_URL) and start again"
-        )
+        raise SchemaOutOfDate(status.upgrade_hint())
 
 
 def _field_path(loc: tuple[Any, ...]) -> str:
@@ -128,6 +125,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         version="0.1.0",
         summary="Agent memory and reflection service",
         lifespan=lifespan,
+        dependencies=[Depends(refuse_unstorable)],  # what storage cannot hold, in any field of any route
     )
     metrics = Metrics()
     app.state.metrics = metrics

@@ -12,7 +12,7 @@ import secrets
 from dataclasses import dataclass
 from enum import StrEnum
 
-from service.errors import Forbidden, NotFound
+from domain.errors import Forbidden, NotFound
 
 KEY_PREFIX = "rfx_"
 

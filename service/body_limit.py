@@ -5,7 +5,7 @@ from __future__ import annotations
 import orjson
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from service.errors import PayloadTooLarge
+from domain.errors import PayloadTooLarge
 
 
 class BodyTooLarge(Exception):

@@ -70,8 +70,8 @@ def _db_current(args: argparse.Namespace) -> int:
 
 
 def _keys_create(args: argparse.Namespace) -> int:
+    from domain.errors import ReflexaError
     from migrations import schema_status
-    from service.errors import ReflexaError
     from service.keys.schemas import KeyCreate
     from service.keys.service import KeyService
     from store.database import Database
@@ -79,8 +79,9 @@ def _keys_create(args: argparse.Namespace) -> int:
     settings = _settings(args)
     db = Database(settings.resolved_database_url)
     try:
-        if not schema_status(db.engine).up_to_date:
-            print("database schema is not current; run `reflexa db upgrade` first", file=sys.stderr)
+        status = schema_status(db.engine)
+        if not status.up_to_date:
+            print(status.upgrade_hint(), file=sys.stderr)
             return 2
         body = KeyCreate(role=args.role, namespaces=args.namespace, description=args.description)
         created = KeyService(db).create_unchecked(body)
@@ -100,9 +101,10 @@ def _open(settings: Settings):  # type: ignore[no-untyped-def]
     from store.database import Database
 
     db = Database(settings.resolved_database_url, pool_size=settings.db_pool_size)
-    if not schema_status(db.engine).up_to_date:
+    status = schema_status(db.engine)
+    if not status.up_to_date:
         db.dispose()
-        raise SystemExit("database schema is not current; run `reflexa db upgrade` first")
+        raise SystemExit(status.upgrade_hint())
     return Services.build(settings, db)
 
 

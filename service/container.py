@@ -5,20 +5,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from reflectors import contrastive, evidence_cards
-from reflectors.embed import ReembedReflection
-from reflectors.exemplars import ExemplarReflector
-from reflectors.llm import LLMClient, SqlTokenBudget
-from reflectors.llm_reflectors import make_handlers as make_llm_handlers
-from reflectors.worker import Handler, Worker, WorkerConfig
+from reflectors.llm_client import LLMClient, SqlTokenBudget
+from reflectors.registry import build_handlers
+from reflectors.worker import Worker, WorkerConfig
 from service.jobs.service import JobService
 from service.keys.service import KeyService
 from service.limits import LimitChecker
 from service.namespaces.service import NamespaceService
-from service.reflections.service import EMBED_JOB_KIND, ReflectionService
+from service.reflections.service import ReflectionService
 from service.retrieval.service import RetrievalService
 from service.settings import Settings
-from service.trajectories.service import CLOSED_JOB_KIND, TrajectoryService
+from service.trajectories.service import TrajectoryService
 from store.database import Database
 from store.embedding import Embedder, build_embedder
 from store.index_registry import IndexRegistry
@@ -53,16 +50,11 @@ def make_worker(settings: Settings, db: Database, embedder: Embedder) -> Worker:
         if settings.llm.enabled
         else None
     )
-    handlers = {
-        CLOSED_JOB_KIND: ExemplarReflector(db, embedder, llm_reflection=llm is not None),
-        EMBED_JOB_KIND: ReembedReflection(db, embedder),
-        contrastive.JOB_KIND: contrastive.ContrastiveReflector(db, embedder),
-        evidence_cards.JOB_KIND: evidence_cards.EvidenceCardReflector(db, embedder),
-    }
-    slow: dict[str, Handler] = make_llm_handlers(db, embedder, llm) if llm is not None else {}
-    # With no LLM configured these jobs are neither queued nor claimed. With one, they
-    # run in their own lane, so a minute-long LLM call never delays indexing.
-    worker = Worker(db, {**handlers, **slow}, config, slow_kinds=slow)
+    # Every declared reflector (reflectors/registry.py); with no LLM configured the
+    # LLM ones are neither queued nor claimed. With one, they run in the slow lane,
+    # so a minute-long LLM call never delays indexing.
+    handlers, slow_kinds = build_handlers(db, embedder, llm)
+    worker = Worker(db, handlers, config, slow_kinds=slow_kinds)
     if llm is not None:
         worker.on_close(llm.close)
     return worker

@@ -7,9 +7,9 @@ from typing import Annotated
 from fastapi import Depends, Header, Query, Request
 from starlette.concurrency import run_in_threadpool
 
+from domain.errors import InvalidInput
 from service.auth import Principal
 from service.container import Services
-from service.errors import InvalidInput
 
 # Dependencies are `async def` when they never block: a sync dependency costs a
 # hop through the thread pool on every request.

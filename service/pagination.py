@@ -1,11 +1,17 @@
-"""Opaque keyset cursors: a base64 of the last row's surrogate key."""
+"""Cursor paging, one way for every list: opaque keyset cursors (a base64 of the
+last row's surrogate key) and a page fetched with one extra row, which says
+whether another page follows without a count query."""
 
 from __future__ import annotations
 
 import base64
 import binascii
+from collections.abc import Callable
+from typing import TypeVar
 
-from service.errors import InvalidInput
+from domain.errors import InvalidInput
+
+R = TypeVar("R")
 
 
 def encode_cursor(pk: int) -> str:
@@ -27,3 +33,14 @@ def decode_cursor(cursor: str | None) -> int | None:
             field="cursor",
             rule="opaque_cursor",
         ) from None
+
+
+def keyset_page(
+    fetch: Callable[[int | None, int], list[R]], *, cursor: str | None, limit: int, key: Callable[[R], int]
+) -> tuple[list[R], str | None]:
+    """`fetch(before_pk, n)` returns up to n rows in descending key order, below
+    `before_pk` when given. Returns the page and the cursor of the next one (None at
+    the end)."""
+    rows = fetch(decode_cursor(cursor), limit + 1)
+    page = rows[:limit]
+    return page, (encode_cursor(key(page[-1])) if len(rows) > limit else None)

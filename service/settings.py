@@ -11,7 +11,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from reflectors.llm.settings import LLMSettings
+from reflectors.llm_client.settings import LLMSettings
 
 
 class Limits(BaseModel):

@@ -19,6 +19,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
@@ -56,6 +58,11 @@ def _sqlite_engine(url: str, busy_timeout_ms: int) -> Engine:
         conn.exec_driver_sql(f"BEGIN {mode}")
 
     return engine
+
+
+def dialect_insert(session: Session) -> Callable[..., Any]:
+    """The dialect's INSERT (with ON CONFLICT) for the session's database."""
+    return pg_insert if session.get_bind().dialect.name == "postgresql" else sqlite_insert
 
 
 def create_db_engine(url: str, *, pool_size: int = 10, busy_timeout_ms: int = 30_000) -> Engine:

@@ -23,7 +23,8 @@ from pathlib import Path
 
 import numpy as np
 
-from store import reflections as repo
+from store import embeddings as embeddings_repo
+from store import index_feed
 from store.database import Database
 from store.vectors import VectorIndex
 
@@ -113,9 +114,9 @@ class IndexRegistry:
         applied = 0
         while True:
             with self.db.read() as session:
-                changes = repo.changes_after(session, namespace, state.watermark, _FEED_PAGE)
+                changes = index_feed.list_changes_after(session, namespace, state.watermark, _FEED_PAGE)
                 upserts = sorted({c.reflection_pk for c in changes if c.op == "upsert"})
-                vectors = repo.embeddings_for(session, upserts, self.model)
+                vectors = embeddings_repo.read_embeddings(session, upserts, self.model)
             if not changes:
                 return applied
             for change in changes:
@@ -146,8 +147,8 @@ class IndexRegistry:
         that changes while we read is replayed from the feed afterwards (upserts
         are idempotent, deletes apply), so nothing is missed."""
         with self.db.read() as session:
-            watermark = repo.last_change_seq(session, namespace)
-            kinds = repo.embedded_kinds(session, namespace, self.model)
+            watermark = index_feed.read_last_change_seq(session, namespace)
+            kinds = embeddings_repo.list_embedded_kinds(session, namespace, self.model)
         state.indexes = {}
         for kind, f in kinds:
             # Filled with rebuilds inline: a background build would keep the exact
@@ -158,7 +159,9 @@ class IndexRegistry:
             after = 0
             while True:
                 with self.db.read() as session:
-                    page = repo.iter_embeddings(session, namespace, kind, f, self.model, after_pk=after, limit=20_000)
+                    page = embeddings_repo.list_embedding_page(
+                        session, namespace, kind, f, self.model, after_pk=after, limit=20_000
+                    )
                 if not page:
                     break
                 ids = np.array([r for _, r, _ in page], dtype=np.int64)
@@ -230,7 +233,7 @@ class IndexRegistry:
             log.warning("ignoring unusable index snapshot of %s: %s", namespace, exc)
             return False
         with self.db.read() as session:
-            if repo.last_change_seq(session, namespace) < manifest["watermark"]:
+            if index_feed.read_last_change_seq(session, namespace) < manifest["watermark"]:
                 return False  # the snapshot is ahead of this database (restored backup?)
         state.indexes = indexes
         state.watermark = manifest["watermark"]

@@ -11,10 +11,9 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sqlalchemy import and_, case, func, or_, select, text
-from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
+from store.database import dialect_insert
 from store.models import Job, utcnow
 
 # The predicate of the partial unique index on dedup_key (store/models.py), spelled
@@ -22,7 +21,7 @@ from store.models import Job, utcnow
 QUEUED = "status = 'queued'"
 
 
-def enqueue_job(
+def create_job(
     session: Session,
     *,
     namespace: str,
@@ -58,9 +57,8 @@ def enqueue_job(
         "updated_at": now,
         "attempts": 0,
     }
-    insert_fn = pg_insert if session.get_bind().dialect.name == "postgresql" else sqlite_insert
     stmt = (
-        insert_fn(Job)
+        dialect_insert(session)(Job)
         .values(**values)
         .on_conflict_do_nothing(index_elements=["dedup_key"], index_where=text(QUEUED))
         .returning(Job.id)
@@ -175,11 +173,8 @@ def fail_job(session: Session, job_id: int, worker_id: str, error: str, *, retry
     return True
 
 
-def retry_job(session: Session, namespace: str, job_id: int) -> Job | None:
+def retry_job(session: Session, job: Job) -> None:
     """Operator retry of a failed job: queued again with a fresh attempt budget."""
-    job = session.scalars(select(Job).where(Job.id == job_id, Job.namespace == namespace)).one_or_none()
-    if job is None:
-        return None
     if job.status == "failed":
         now = utcnow()
         job.status = "queued"
@@ -188,11 +183,11 @@ def retry_job(session: Session, namespace: str, job_id: int) -> Job | None:
         job.updated_at = now
         job.finished_at = None
         session.flush()
-    return job
 
 
-def get_job(session: Session, job_id: int) -> Job | None:
-    return session.get(Job, job_id)
+def read_job(session: Session, namespace: str, job_id: int) -> Job | None:
+    job = session.get(Job, job_id)
+    return job if job is not None and job.namespace == namespace else None
 
 
 def list_jobs(
@@ -214,7 +209,7 @@ def list_jobs(
     return list(session.scalars(stmt.order_by(Job.id.desc()).limit(limit)))
 
 
-def job_statuses(session: Session, namespace: str, kind: str, first_id: int, last_id: int) -> dict[str, int]:
+def read_job_statuses(session: Session, namespace: str, kind: str, first_id: int, last_id: int) -> dict[str, int]:
     """Status -> count for the namespace's jobs of one kind in an id range (a write's
     consistency token names the range its jobs fell in)."""
     stmt = (
@@ -225,7 +220,7 @@ def job_statuses(session: Session, namespace: str, kind: str, first_id: int, las
     return {status: n for status, n in session.execute(stmt)}
 
 
-def oldest_queued_age(session: Session) -> float | None:
+def read_oldest_queued_age(session: Session) -> float | None:
     """Seconds the longest-waiting runnable job has waited (None: queue empty)."""
     oldest = session.scalar(select(func.min(Job.run_after)).where(Job.status == "queued", Job.run_after <= utcnow()))
     if oldest is None:

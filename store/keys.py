@@ -8,7 +8,7 @@ from sqlalchemy.orm import Session
 from store.models import ApiKey, utcnow
 
 
-def get_key_by_hash(session: Session, key_hash: str) -> ApiKey | None:
+def read_key_by_hash(session: Session, key_hash: str) -> ApiKey | None:
     return session.scalars(select(ApiKey).where(ApiKey.key_hash == key_hash)).one_or_none()
 
 
@@ -23,7 +23,7 @@ def has_active_admin_key(session: Session) -> bool:
     return session.scalar(stmt) is not None
 
 
-def insert_key(
+def create_key(
     session: Session, *, id: str, key_hash: str, role: str, namespaces: list[str], description: str | None
 ) -> ApiKey:
     row = ApiKey(

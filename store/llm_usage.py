@@ -5,25 +5,23 @@ from __future__ import annotations
 from datetime import date
 
 from sqlalchemy import select
-from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
+from store.database import dialect_insert
 from store.models import LLMTokenUsage
 
 
-def spent(session: Session, namespace: str, day: date) -> int:
+def read_tokens_spent(session: Session, namespace: str, day: date) -> int:
     value = session.scalar(
         select(LLMTokenUsage.tokens).where(LLMTokenUsage.namespace == namespace, LLMTokenUsage.day == day)
     )
     return int(value or 0)
 
 
-def add(session: Session, namespace: str, day: date, tokens: int) -> None:
+def update_tokens_spent(session: Session, namespace: str, day: date, tokens: int) -> None:
     """Add one call's tokens; concurrent adders never lose an increment (the
     increment happens in SQL, on conflict with the day's row)."""
-    insert_fn = pg_insert if session.get_bind().dialect.name == "postgresql" else sqlite_insert
-    stmt = insert_fn(LLMTokenUsage).values(namespace=namespace, day=day, tokens=tokens, calls=1)
+    stmt = dialect_insert(session)(LLMTokenUsage).values(namespace=namespace, day=day, tokens=tokens, calls=1)
     stmt = stmt.on_conflict_do_update(
         index_elements=["namespace", "day"],
         set_={"tokens": LLMTokenUsage.tokens + stmt.excluded.tokens, "calls": LLMTokenUsage.calls + 1},

@@ -11,11 +11,11 @@ from sqlalchemy.orm import Session
 from store.models import Namespace, utcnow
 
 
-def get_namespace(session: Session, name: str) -> Namespace | None:
+def read_namespace(session: Session, name: str) -> Namespace | None:
     return session.get(Namespace, name)
 
 
-def ranking_inputs(session: Session, name: str) -> tuple[dict[str, Any], int, int] | None:
+def read_ranking_inputs(session: Session, name: str) -> tuple[dict[str, Any], int, int] | None:
     """(settings, outcome successes, outcomes with a success value) in one row read,
     or None if there is no such namespace."""
     stmt = select(Namespace.settings, Namespace.outcome_successes, Namespace.outcome_total).where(
@@ -33,7 +33,7 @@ def list_namespaces(session: Session, names: Collection[str] | None) -> list[Nam
     return list(session.scalars(stmt))
 
 
-def insert_namespace(session: Session, name: str, settings: dict[str, Any]) -> Namespace:
+def create_namespace(session: Session, name: str, settings: dict[str, Any]) -> Namespace:
     row = Namespace(name=name, settings=settings, created_at=utcnow())
     session.add(row)
     session.flush()

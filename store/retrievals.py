@@ -97,7 +97,7 @@ _CANDIDATE_COLUMNS = (
 )
 
 
-def load_candidates(
+def list_candidates(
     session: Session, namespace: str, pks: Sequence[int], f: CandidateFilters, model: str
 ) -> list[CandidateRow]:
     """The reflections among `pks` that pass every filter, with their vectors of
@@ -139,27 +139,7 @@ def load_candidates(
     return list(out.values())
 
 
-def evidence_summaries(
-    session: Session, reflection_pks: Sequence[int], per_item: int
-) -> dict[int, list[tuple[str, int | None, int | None]]]:
-    """pk -> the newest `per_item` evidence links as (trajectory id, step start, step end)."""
-    out: dict[int, list[tuple[str, int | None, int | None]]] = {pk: [] for pk in reflection_pks}
-    if not reflection_pks:
-        return out
-    e = ReflectionEvidence
-    stmt = (
-        select(e.reflection_pk, Trajectory.id, e.step_start, e.step_end)
-        .join(Trajectory, Trajectory.pk == e.trajectory_pk)
-        .where(e.reflection_pk.in_(list(reflection_pks)))
-        .order_by(e.reflection_pk, e.pk.desc())
-    )
-    for pk, tid, start, end in session.execute(stmt):
-        if len(out[pk]) < per_item:
-            out[pk].append((tid, start, end))
-    return out
-
-
-def insert_retrieval(
+def create_retrieval(
     session: Session,
     *,
     id: str,
@@ -185,12 +165,12 @@ def insert_retrieval(
         )
 
 
-def get_retrieval(session: Session, namespace: str, id: str) -> Retrieval | None:
+def read_retrieval(session: Session, namespace: str, id: str) -> Retrieval | None:
     row = session.get(Retrieval, id)
     return row if row is not None and row.namespace == namespace else None
 
 
-def served_ids(session: Session, retrieval_id: str) -> set[str]:
+def read_served_ids(session: Session, retrieval_id: str) -> set[str]:
     """The reflection ids a retrieval served (that still exist)."""
     stmt = (
         select(Reflection.id)
@@ -200,11 +180,11 @@ def served_ids(session: Session, retrieval_id: str) -> set[str]:
     return set(session.scalars(stmt))
 
 
-def get_outcome(session: Session, retrieval_id: str) -> RetrievalOutcome | None:
+def read_outcome(session: Session, retrieval_id: str) -> RetrievalOutcome | None:
     return session.get(RetrievalOutcome, retrieval_id)
 
 
-def record_outcome(
+def create_outcome(
     session: Session,
     namespace: str,
     retrieval_id: str,
@@ -254,7 +234,7 @@ def record_outcome(
     return result.rowcount or 0
 
 
-def open_retrievals_of(session: Session, namespace: str, trajectory_id: str, extra_ids: Sequence[str]) -> list[str]:
+def list_open_retrievals(session: Session, namespace: str, trajectory_id: str, extra_ids: Sequence[str]) -> list[str]:
     """Retrievals linked to an episode (by trajectory_id or listed in its
     retrieval_ids) that have no outcome yet."""
     linked = Retrieval.trajectory_id == trajectory_id

@@ -11,8 +11,8 @@ from typing import Any
 from sqlalchemy import delete, func, insert, select, update
 from sqlalchemy.orm import Session
 
+from store.evidence import delete_trajectory_evidence
 from store.models import Job, Step, Trajectory, utcnow
-from store.reflections import unlink_trajectory
 
 
 @dataclass(frozen=True)
@@ -28,7 +28,7 @@ class TrajectoryFilters:
     created_before: datetime | None = None
 
 
-def get_trajectory(session: Session, namespace: str, id: str, *, for_update: bool = False) -> Trajectory | None:
+def read_trajectory(session: Session, namespace: str, id: str, *, for_update: bool = False) -> Trajectory | None:
     stmt = select(Trajectory).where(Trajectory.namespace == namespace, Trajectory.id == id)
     if for_update:
         # Row lock on PostgreSQL; SQLite write units already hold the database lock.
@@ -36,14 +36,14 @@ def get_trajectory(session: Session, namespace: str, id: str, *, for_update: boo
     return session.scalars(stmt).one_or_none()
 
 
-def get_trajectories_by_ids(session: Session, namespace: str, ids: Sequence[str]) -> dict[str, Trajectory]:
+def read_trajectories_by_ids(session: Session, namespace: str, ids: Sequence[str]) -> dict[str, Trajectory]:
     if not ids:
         return {}
     rows = session.scalars(select(Trajectory).where(Trajectory.namespace == namespace, Trajectory.id.in_(ids)))
     return {row.id: row for row in rows}
 
 
-def insert_trajectories(session: Session, rows: list[dict[str, Any]]) -> dict[str, int]:
+def create_trajectories(session: Session, rows: list[dict[str, Any]]) -> dict[str, int]:
     """Insert trajectory rows; returns id -> pk."""
     if not rows:
         return {}
@@ -55,7 +55,7 @@ def insert_trajectories(session: Session, rows: list[dict[str, Any]]) -> dict[st
     return {id_: pk for id_, pk in result}
 
 
-def insert_steps(session: Session, rows: list[dict[str, Any]]) -> None:
+def create_steps(session: Session, rows: list[dict[str, Any]]) -> None:
     """Bulk insert (one executemany): the ingest hot path."""
     if not rows:
         return
@@ -65,12 +65,12 @@ def insert_steps(session: Session, rows: list[dict[str, Any]]) -> None:
     session.execute(insert(Step), rows)
 
 
-def set_trajectory_fields(session: Session, pk: int, **values: Any) -> None:
+def update_trajectory(session: Session, pk: int, **values: Any) -> None:
     values.setdefault("updated_at", utcnow())
     session.execute(update(Trajectory).where(Trajectory.pk == pk).values(**values))
 
 
-def get_step_hashes(session: Session, trajectory_pk: int, indexes: Sequence[int]) -> dict[int, str]:
+def read_step_hashes(session: Session, trajectory_pk: int, indexes: Sequence[int]) -> dict[int, str]:
     if not indexes:
         return {}
     rows = session.execute(
@@ -79,11 +79,11 @@ def get_step_hashes(session: Session, trajectory_pk: int, indexes: Sequence[int]
     return {index: h for index, h in rows}
 
 
-def get_steps(session: Session, trajectory_pk: int) -> list[Step]:
+def list_steps(session: Session, trajectory_pk: int) -> list[Step]:
     return list(session.scalars(select(Step).where(Step.trajectory_pk == trajectory_pk).order_by(Step.index)))
 
 
-def get_steps_for(session: Session, trajectory_pks: Sequence[int]) -> dict[int, list[Step]]:
+def list_steps_for(session: Session, trajectory_pks: Sequence[int]) -> dict[int, list[Step]]:
     out: dict[int, list[Step]] = {pk: [] for pk in trajectory_pks}
     if not trajectory_pks:
         return out
@@ -126,12 +126,13 @@ def list_trajectories(
     return list(session.scalars(stmt.order_by(Trajectory.pk.desc()).limit(limit)))
 
 
-def delete_trajectory(session: Session, trajectory: Trajectory) -> tuple[int, int]:
+def delete_trajectory(session: Session, trajectory: Trajectory) -> tuple[int, int, list[int]]:
     """Delete a trajectory, its steps, its queued jobs, and every reflection derived
-    only from it. Returns (deleted steps, deleted reflections). Reflections that
-    also cite other trajectories keep living, with their statistics recomputed."""
+    only from it. Returns (deleted steps, deleted reflections, pks of the reflections
+    that also cite other trajectories: they keep living, with their evidence
+    statistics recomputed)."""
     pk = trajectory.pk
-    deleted_reflections = unlink_trajectory(session, trajectory.namespace, pk)
+    deleted_reflections, still_cited = delete_trajectory_evidence(session, trajectory.namespace, pk)
     deleted_steps = session.execute(delete(Step).where(Step.trajectory_pk == pk)).rowcount
     # Work still queued for it has nothing left to work on.
     session.execute(
@@ -142,14 +143,14 @@ def delete_trajectory(session: Session, trajectory: Trajectory) -> tuple[int, in
         )
     )
     session.execute(delete(Trajectory).where(Trajectory.pk == pk))
-    return deleted_steps, deleted_reflections
+    return deleted_steps, deleted_reflections, still_cited
 
 
 def count_trajectories(session: Session, namespace: str) -> int:
     return session.scalar(select(func.count()).select_from(Trajectory).where(Trajectory.namespace == namespace)) or 0
 
 
-def latest_group_ids(session: Session, namespace: str, task_hash: str, limit: int) -> list[str]:
+def list_latest_group_ids(session: Session, namespace: str, task_hash: str, limit: int) -> list[str]:
     """The rollout groups of a task with the most recently closed trajectories."""
     stmt = (
         select(Trajectory.group_id)
@@ -166,7 +167,7 @@ def latest_group_ids(session: Session, namespace: str, task_hash: str, limit: in
     return [g for g in session.scalars(stmt) if g is not None]
 
 
-def closed_in_groups(session: Session, namespace: str, task_hash: str, group_ids: list[str]) -> list[Trajectory]:
+def list_closed_in_groups(session: Session, namespace: str, task_hash: str, group_ids: list[str]) -> list[Trajectory]:
     if not group_ids:
         return []
     stmt = select(Trajectory).where(
@@ -178,7 +179,7 @@ def closed_in_groups(session: Session, namespace: str, task_hash: str, group_ids
     return list(session.scalars(stmt.order_by(Trajectory.pk)))
 
 
-def recent_closed_with_outcome(session: Session, namespace: str, task_hash: str, limit: int) -> list[Trajectory]:
+def list_recent_closed_with_outcome(session: Session, namespace: str, task_hash: str, limit: int) -> list[Trajectory]:
     """The task's most recently closed trajectories whose success is known, newest first."""
     stmt = (
         select(Trajectory)

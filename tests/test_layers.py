@@ -1,26 +1,60 @@
-"""Layer rules hold: the import-linter contracts in pyproject.toml pass, and the
-client package installs and imports without any server dependency."""
+"""Layer rules hold: the import-linter contracts in pyproject.toml pass, they fail
+on a deliberate wrong-way import, and the client package installs and imports
+without any server dependency."""
 
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[1]
+LINTER = Path(sys.executable).with_name("lint-imports")
+PACKAGES = ("service", "reflectors", "domain", "store", "migrations", "examples", "clients/python/reflexa")
+
+
+def lint(cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(cwd)}  # ahead of the editable install's finder
+    return subprocess.run([str(LINTER)], cwd=cwd, capture_output=True, text=True, env=env)
 
 
 def test_import_contracts() -> None:
-    linter = Path(sys.executable).with_name("lint-imports")
-    result = subprocess.run([str(linter)], cwd=REPO, capture_output=True, text=True)
+    result = lint(REPO)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.parametrize(
+    ("module", "imports", "contract"),
+    [
+        ("domain/wrong_way.py", "import service.auth", "layers: service > reflectors > domain > store"),
+        ("reflectors/wrong_way.py", "import service.limits", "layers: service > reflectors > domain > store"),
+        ("store/wrong_way.py", "import domain.jobs", "layers: service > reflectors > domain > store"),
+        ("service/trajectories/wrong_way.py", "import reflectors.worker", "only the wiring modules import the workers"),
+        ("reflexa/wrong_way.py", "import store.models", "the client never imports server code"),
+    ],
+)
+def test_a_wrong_way_import_breaks_a_contract(tmp_path: Path, module: str, imports: str, contract: str) -> None:
+    """The contracts are not vacuous: a copy of the tree with one temporary module
+    importing the wrong way fails, naming the contract it broke."""
+    for package in PACKAGES:
+        shutil.copytree(REPO / package, tmp_path / Path(package).name, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(REPO / "pyproject.toml", tmp_path / "pyproject.toml")
+    assert lint(tmp_path).returncode == 0  # the copy itself is clean
+    (tmp_path / module).write_text(f'"""A deliberate wrong-way import."""\n\n{imports}\n')
+    result = lint(tmp_path)
+    assert result.returncode != 0
+    assert f"{contract} BROKEN" in result.stdout, result.stdout
 
 
 def test_client_imports_without_server_packages() -> None:
     # Block the server's heavy dependencies and packages; the client must not need them.
     code = (
         "import sys\n"
-        "for name in ('service', 'store', 'reflectors', 'sqlalchemy', 'fastapi', 'torch', 'faiss'):\n"
+        "for name in ('service', 'store', 'reflectors', 'domain', 'sqlalchemy', 'fastapi', 'torch', 'faiss'):\n"
         "    sys.modules[name] = None\n"
         "import reflexa, reflexa.cli\n"
         "print(reflexa.Client.__name__)\n"

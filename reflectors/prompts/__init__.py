@@ -29,7 +29,7 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any
 
-from reflectors.llm.answers import Message
+from reflectors.llm_client.answers import Message
 
 _FILE_NAME = re.compile(r"^(?P<name>[a-z][a-z0-9_]*)\.v(?P<version>[1-9][0-9]*)\.md$")
 _DOCUMENTED = re.compile(r"^\s*\{(?P<name>[a-z_][a-z0-9_]*)\}:\s*(?P<doc>\S.*)$", re.MULTILINE)

@@ -6,7 +6,7 @@ from typing import Any
 
 from migrations import schema_status
 from service.container import Services
-from store.jobs import count_jobs_by_status, oldest_queued_age
+from store.jobs import count_jobs_by_status, read_oldest_queued_age
 
 
 def readiness(services: Services) -> tuple[bool, dict[str, Any]]:
@@ -17,7 +17,7 @@ def readiness(services: Services) -> tuple[bool, dict[str, Any]]:
         status = schema_status(services.db.engine)
         with services.db.read() as session:
             counts = count_jobs_by_status(session)
-            oldest = oldest_queued_age(session)
+            oldest = read_oldest_queued_age(session)
     except Exception as exc:  # readiness reports failures, it does not raise them
         checks["database"] = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
         return False, checks

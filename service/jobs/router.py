@@ -2,20 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Annotated
-
-from fastapi import APIRouter, Path
+from fastapi import APIRouter
 
 from service.deps import PageLimit, PrincipalDep, ServicesDep
-from service.jobs.schemas import JobRead, JobStatus
-from service.schemas import NAMESPACE_PATTERN, Page
+from service.jobs.schemas import JobPage, JobRead, JobStatus
+from service.params import Ns
 
 router = APIRouter(prefix="/v1/namespaces/{ns}/jobs", tags=["jobs"])
 
-Ns = Annotated[str, Path(pattern=NAMESPACE_PATTERN, description="namespace name")]
 
-
-@router.get("", response_model=Page[JobRead], operation_id="list_jobs")
+@router.get("", response_model=JobPage, operation_id="list_jobs")
 def list_jobs(
     ns: Ns,
     principal: PrincipalDep,
@@ -24,10 +20,9 @@ def list_jobs(
     status: JobStatus | None = None,
     kind: str | None = None,
     cursor: str | None = None,
-) -> Page[JobRead]:
+) -> JobPage:
     """Newest first; failed jobs keep their last error."""
-    items, next_cursor = services.jobs.list(principal, ns, status=status, kind=kind, cursor=cursor, limit=limit)
-    return Page[JobRead](items=items, next_cursor=next_cursor)
+    return services.jobs.list(principal, ns, status=status, kind=kind, cursor=cursor, limit=limit)
 
 
 @router.get("/{id}", response_model=JobRead, operation_id="get_job")

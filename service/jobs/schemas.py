@@ -5,7 +5,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from service.schemas import ResponseModel
+from pydantic import field_validator
+
+from domain.schemas import Page, ResponseModel
 
 JobStatus = Literal["queued", "running", "done", "failed"]
 
@@ -25,3 +27,12 @@ class JobRead(ResponseModel):
     created_at: datetime
     updated_at: datetime
     finished_at: datetime | None = None
+
+    @field_validator("id", mode="before")
+    @classmethod
+    def _id_as_text(cls, value: object) -> object:
+        return str(value) if isinstance(value, int) else value  # ids are strings in the API
+
+
+class JobPage(Page[JobRead]):
+    pass

@@ -4,33 +4,14 @@ from __future__ import annotations
 
 from sqlalchemy.orm import Session
 
+from domain.errors import Conflict, InvalidInput
 from service.auth import Permission, Principal
-from service.errors import Conflict, InvalidInput, NotFound
-from service.jobs.schemas import JobRead
+from service.jobs.schemas import JobPage, JobRead
 from service.namespaces.service import NamespaceService
-from service.pagination import decode_cursor, encode_cursor
+from service.pagination import keyset_page
 from store import jobs as repo
 from store.database import Database
 from store.models import Job
-
-
-def _read(job: Job) -> JobRead:
-    return JobRead(
-        id=str(job.id),
-        kind=job.kind,
-        status=job.status,  # type: ignore[arg-type]
-        payload=job.payload,
-        priority=job.priority,
-        attempts=job.attempts,
-        max_attempts=job.max_attempts,
-        last_error=job.last_error,
-        locked_by=job.locked_by,
-        run_after=job.run_after,
-        lease_expires_at=job.lease_expires_at,
-        created_at=job.created_at,
-        updated_at=job.updated_at,
-        finished_at=job.finished_at,
-    )
 
 
 def _job_id(raw: str) -> int:
@@ -44,38 +25,40 @@ class JobService:
         self.db = db
         self.namespaces = namespaces
 
+    def _get_or_404(self, session: Session, ns: str, id: str) -> Job:
+        job_id = _job_id(id)
+        return self.namespaces.get_or_404(session, ns, "job", id, lambda: repo.read_job(session, ns, job_id))
+
     def list(
         self, principal: Principal, ns: str, *, status: str | None, kind: str | None, cursor: str | None, limit: int
-    ) -> tuple[list[JobRead], str | None]:
+    ) -> JobPage:
         principal.require(Permission.JOBS_READ, ns)
         with self.db.read() as session:
             self.namespaces.require(session, ns)
-            rows = repo.list_jobs(
-                session, ns, status=status, kind=kind, before_id=decode_cursor(cursor), limit=limit + 1
+            rows, next_cursor = keyset_page(
+                lambda before, n: repo.list_jobs(session, ns, status=status, kind=kind, before_id=before, limit=n),
+                cursor=cursor,
+                limit=limit,
+                key=lambda j: j.id,
             )
-            items = [_read(j) for j in rows[:limit]]
-        return items, (encode_cursor(rows[limit - 1].id) if len(rows) > limit else None)
+            return JobPage(items=[JobRead.from_row(j) for j in rows], next_cursor=next_cursor)
 
     def get(self, principal: Principal, ns: str, id: str) -> JobRead:
         principal.require(Permission.JOBS_READ, ns)
         with self.db.read() as session:
-            return _read(self._get_or_404(session, ns, id))
+            return JobRead.from_row(self._get_or_404(session, ns, id))
 
     def retry(self, principal: Principal, ns: str, id: str) -> JobRead:
         """A failed job goes back to the queue with a fresh attempt budget."""
         principal.require(Permission.JOBS_MANAGE, ns)
-        with self.db.write() as session:
+
+        def work(session: Session) -> JobRead:
             job = self._get_or_404(session, ns, id)
             if job.status != "failed":
                 raise Conflict(
                     f"job {id} is {job.status}; only failed jobs are retried", field="id", rule="failed_only"
                 )
-            job = repo.retry_job(session, ns, job.id)
-            return _read(job)  # type: ignore[arg-type]
+            repo.retry_job(session, job)
+            return JobRead.from_row(job)
 
-    def _get_or_404(self, session: Session, ns: str, id: str) -> Job:
-        self.namespaces.require(session, ns)
-        job = repo.get_job(session, _job_id(id))
-        if job is None or job.namespace != ns:
-            raise NotFound(f"job {id} not found in namespace {ns!r}", field="id")
-        return job
+        return self.db.run_write(work)

@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from service.schemas import RequestModel, ResponseModel
+from domain.schemas import RequestModel, ResponseModel
 
 Role = Literal["admin", "operator", "agent", "trainer"]
 

@@ -9,10 +9,10 @@ from dataclasses import dataclass
 
 from sqlalchemy.orm import Session
 
+from domain.errors import InvalidInput, Unauthorized
+from domain.schemas import NAMESPACE_PATTERN
 from service.auth import Permission, Principal, hash_key, new_key_secret
-from service.errors import InvalidInput, Unauthorized
-from service.keys.schemas import KeyCreate, KeyCreated
-from service.schemas import NAMESPACE_PATTERN
+from service.keys.schemas import KeyCreate, KeyCreated, KeyRead
 from store import keys as repo
 from store.database import Database
 
@@ -59,8 +59,9 @@ class KeyService:
                     rule="pattern",
                 )
         secret = new_key_secret()
-        with self.db.write() as session:
-            row = repo.insert_key(
+
+        def work(session: Session) -> KeyCreated:
+            row = repo.create_key(
                 session,
                 id="key_" + secrets.token_hex(8),
                 key_hash=hash_key(secret),
@@ -68,14 +69,9 @@ class KeyService:
                 namespaces=sorted(set(body.namespaces)),
                 description=body.description,
             )
-            return KeyCreated(
-                id=row.id,
-                role=row.role,  # type: ignore[arg-type]
-                namespaces=row.namespaces,
-                description=row.description,
-                created_at=row.created_at,
-                key=secret,
-            )
+            return KeyCreated(**KeyRead.from_row(row).model_dump(), key=secret)
+
+        return self.db.run_write(work)
 
     def cached(self, authorization: str | None) -> Principal | None:
         """The principal of a recently seen valid key, without touching the database
@@ -92,7 +88,7 @@ class KeyService:
             return hit
         now = time.monotonic()
         with self.db.read() as session:
-            row = repo.get_key_by_hash(session, digest)
+            row = repo.read_key_by_hash(session, digest)
             if row is None or row.revoked_at is not None:
                 raise Unauthorized("unknown or revoked API key")
             principal = Principal(key_id=row.id, role=row.role, namespaces=frozenset(row.namespaces))
@@ -112,9 +108,9 @@ class KeyService:
         def work(session: Session) -> BootstrapResult:
             if env_secret:
                 digest = hash_key(env_secret)
-                if repo.get_key_by_hash(session, digest) is None:
+                if repo.read_key_by_hash(session, digest) is None:
                     repo.delete_key(session, ENV_ADMIN_KEY_ID)  # the env key changed: replace the old one
-                    repo.insert_key(
+                    repo.create_key(
                         session,
                         id=ENV_ADMIN_KEY_ID,
                         key_hash=digest,
@@ -126,7 +122,7 @@ class KeyService:
             if repo.has_active_admin_key(session):
                 return BootstrapResult(generated_secret=None)
             secret = new_key_secret()
-            repo.insert_key(
+            repo.create_key(
                 session,
                 id="key_" + secrets.token_hex(8),
                 key_hash=hash_key(secret),

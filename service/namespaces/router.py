@@ -5,8 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Response
 
 from service.deps import PrincipalDep, ServicesDep
-from service.namespaces.schemas import NamespaceCreate, NamespaceRead
-from service.schemas import Page
+from service.namespaces.schemas import NamespaceCreate, NamespacePage, NamespaceRead
 
 router = APIRouter(prefix="/v1/namespaces", tags=["namespaces"])
 
@@ -22,7 +21,7 @@ def create_namespace(
     return ns
 
 
-@router.get("", response_model=Page[NamespaceRead], operation_id="list_namespaces")
-def list_namespaces(principal: PrincipalDep, services: ServicesDep) -> Page[NamespaceRead]:
+@router.get("", response_model=NamespacePage, operation_id="list_namespaces")
+def list_namespaces(principal: PrincipalDep, services: ServicesDep) -> NamespacePage:
     """The namespaces this key may touch."""
-    return Page[NamespaceRead](items=services.namespaces.list(principal), next_cursor=None)
+    return NamespacePage(items=services.namespaces.list(principal), next_cursor=None)

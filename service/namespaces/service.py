@@ -4,16 +4,20 @@ namespaced request goes through."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
+from typing import TypeVar
 
 from sqlalchemy.orm import Session
 
+from domain.errors import Conflict, NotFound
+from domain.settings import NamespaceSettings, parse_settings
 from service.auth import Permission, Principal
-from service.errors import Conflict, NotFound
-from service.namespaces.schemas import NamespaceCreate, NamespaceRead, NamespaceSettings, parse_settings
+from service.namespaces.schemas import NamespaceCreate, NamespaceRead
 from store import namespaces as repo
 from store.database import Database
 
 RANKING_INPUTS_TTL = 1.0  # seconds
+R = TypeVar("R")
 
 
 class NamespaceService:
@@ -27,9 +31,20 @@ class NamespaceService:
     def require(self, session: Session, name: str) -> None:
         if name in self._known:
             return
-        if repo.get_namespace(session, name) is None:
+        if repo.read_namespace(session, name) is None:
             raise NotFound(f"namespace {name!r} not found", field="namespace")
         self._known.add(name)
+
+    def get_or_404(
+        self, session: Session, ns: str, what: str, id: str, read: Callable[[], R | None], *, field: str = "id"
+    ) -> R:
+        """`read()`'s row of namespace `ns`, after checking the namespace exists; a
+        NotFound naming `what` and `field` when either is missing."""
+        self.require(session, ns)
+        row = read()
+        if row is None:
+            raise NotFound(f"{what} {id!r} not found in namespace {ns!r}", field=field)
+        return row
 
     def ranking_inputs(self, name: str) -> tuple[NamespaceSettings, int, int]:
         """(settings, outcome successes, outcomes) for ranking, read at most once per
@@ -40,7 +55,7 @@ class NamespaceService:
         if hit is not None and hit[0] > now:
             return hit[1]
         with self.db.read() as session:
-            row = repo.ranking_inputs(session, name)
+            row = repo.read_ranking_inputs(session, name)
         if row is None:
             raise NotFound(f"namespace {name!r} not found", field="namespace")
         inputs = (parse_settings(row[0]), row[1], row[2])
@@ -57,7 +72,7 @@ class NamespaceService:
         settings = body.settings.model_dump(mode="json")
 
         def work(session: Session) -> tuple[NamespaceRead, bool]:
-            existing = repo.get_namespace(session, body.name)
+            existing = repo.read_namespace(session, body.name)
             if existing is not None:
                 if existing.settings != settings:
                     raise Conflict(
@@ -65,9 +80,9 @@ class NamespaceService:
                         field="settings",
                         rule="idempotent_replay",
                     )
-                return NamespaceRead.model_validate(existing, from_attributes=True), False
-            row = repo.insert_namespace(session, body.name, settings)
-            return NamespaceRead.model_validate(row, from_attributes=True), True
+                return NamespaceRead.from_row(existing), False
+            row = repo.create_namespace(session, body.name, settings)
+            return NamespaceRead.from_row(row), True
 
         result = self.db.run_write(work)
         self._known.add(body.name)
@@ -76,4 +91,4 @@ class NamespaceService:
     def list(self, principal: Principal) -> list[NamespaceRead]:
         scope = None if principal.all_namespaces else principal.namespaces
         with self.db.read() as session:
-            return [NamespaceRead.model_validate(r, from_attributes=True) for r in repo.list_namespaces(session, scope)]
+            return [NamespaceRead.from_row(r) for r in repo.list_namespaces(session, scope)]

@@ -2,23 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from fastapi import APIRouter
 
-from fastapi import APIRouter, Path
-
+from domain.reflections import Kind, Status
 from service.deps import PageLimit, PrincipalDep, ServicesDep
-from service.reflections.schemas import ReflectionRead, ReflectionUpdate, ReflectionVersionRead
-from service.retrieval.schemas import Kind, Status
-from service.schemas import ID_PATTERN, NAMESPACE_PATTERN, Page
+from service.params import Ns, ReflectionId
+from service.reflections.schemas import ReflectionPage, ReflectionRead, ReflectionUpdate, ReflectionVersionRead
 from store.reflections import ReflectionFilters
 
 router = APIRouter(prefix="/v1/namespaces/{ns}/reflections", tags=["reflections"])
 
-Ns = Annotated[str, Path(pattern=NAMESPACE_PATTERN, description="namespace name")]
-ReflectionId = Annotated[str, Path(pattern=ID_PATTERN, description="reflection id")]
 
-
-@router.get("", response_model=Page[ReflectionRead], operation_id="list_reflections")
+@router.get("", response_model=ReflectionPage, operation_id="list_reflections")
 def list_reflections(
     ns: Ns,
     principal: PrincipalDep,
@@ -29,11 +24,10 @@ def list_reflections(
     environment: str | None = None,
     reflector: str | None = None,
     cursor: str | None = None,
-) -> Page[ReflectionRead]:
+) -> ReflectionPage:
     """Newest first, each with its evidence summary and utility."""
     filters = ReflectionFilters(kind=kind, status=status, environment=environment, reflector=reflector)
-    items, next_cursor = services.reflections.list(principal, ns, filters, cursor=cursor, limit=limit)
-    return Page[ReflectionRead](items=items, next_cursor=next_cursor)
+    return services.reflections.list(principal, ns, filters, cursor=cursor, limit=limit)
 
 
 @router.get("/{id}", response_model=ReflectionRead, operation_id="get_reflection")

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import Field
 
-from service.retrieval.schemas import EvidenceRead, Kind, Status
-from service.schemas import RequestModel, ResponseModel
+from domain.reflections import Kind, Status
+from domain.schemas import Page, RequestModel, ResponseModel
+from service.retrieval.schemas import EvidenceRead
+
+if TYPE_CHECKING:
+    from store.models import Reflection
 
 
 class ReflectionUtility(ResponseModel):
@@ -38,6 +42,22 @@ class ReflectionRead(ResponseModel):
     evidence: list[EvidenceRead] = Field(description="newest first; all of it on GET one, the newest 5 in lists")
     created_at: datetime
     updated_at: datetime
+
+    @classmethod
+    def from_row(  # type: ignore[override]  # a reflection's response needs its evidence too
+        cls, row: Reflection, evidence: list[tuple[str, int | None, int | None]]
+    ) -> ReflectionRead:
+        return cls.model_validate(
+            {
+                **{name: getattr(row, name) for name in cls.model_fields if name not in ("utility", "evidence")},
+                "utility": ReflectionUtility.from_row(row),
+                "evidence": [EvidenceRead(trajectory_id=t, step_start=s, step_end=e) for t, s, e in evidence],
+            }
+        )
+
+
+class ReflectionPage(Page[ReflectionRead]):
+    pass
 
 
 class ReflectionUpdate(RequestModel):

@@ -1,5 +1,6 @@
-"""Read-your-writes: a write's consistency token names the indexing jobs it
-queued; waiting on it means those jobs are done, so a sync of the index sees them.
+"""Read-your-writes: a write's consistency token (domain.consistency) names the
+indexing jobs it queued; waiting on it means those jobs are done, so a sync of the
+index sees them.
 
 Measured on a reference setup: with a 10 s ingest-to-searchable lag an online
 learner on short episodes learned nothing; waiting for the index before the next
@@ -10,8 +11,8 @@ from __future__ import annotations
 
 import time
 
-from service.errors import InvalidInput, ReflexaError
-from service.trajectories.service import CLOSED_JOB_KIND
+from domain.errors import ReflexaError
+from domain.jobs import TRAJECTORY_CLOSED
 from store import jobs as jobs_repo
 from store.database import Database
 
@@ -21,28 +22,13 @@ class ConsistencyTimeout(ReflexaError):
     type = "consistency_timeout"
 
 
-def parse_token(token: str, field: str = "consistency_token") -> tuple[int, int] | None:
-    """ "c1.<first>.<last>" -> job id range; "c1.0" -> None (nothing to wait for)."""
-    parts = token.split(".")
-    try:
-        if parts[0] == "c1" and parts[1:] == ["0"]:
-            return None
-        if parts[0] == "c1" and len(parts) == 3:
-            first, last = int(parts[1]), int(parts[2])
-            if 0 < first <= last:
-                return first, last
-    except ValueError:
-        pass
-    raise InvalidInput(f"{field} is not a token this server issued", field=field, rule="opaque_token")
-
-
 def wait_for(db: Database, ns: str, token: tuple[int, int], timeout_ms: int, field: str = "consistency_token") -> int:
     """Block until the token's jobs are done; returns the milliseconds waited."""
     start = time.monotonic()
     delay = 0.005
     while True:
         with db.read() as session:
-            statuses = jobs_repo.job_statuses(session, ns, CLOSED_JOB_KIND, *token)
+            statuses = jobs_repo.read_job_statuses(session, ns, TRAJECTORY_CLOSED.kind, *token)
         if statuses.get("failed"):
             raise ConsistencyTimeout(
                 f"indexing of the write this token names failed; see GET /v1/namespaces/{ns}/jobs?status=failed",

@@ -21,7 +21,7 @@ from datetime import datetime
 
 import numpy as np
 
-from service.namespaces.schemas import RankingSettings
+from domain.settings import RankingSettings
 
 PRIOR_STRENGTH = 2.0
 

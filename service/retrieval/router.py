@@ -2,23 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Annotated
-
-from fastapi import APIRouter, Path
+from fastapi import APIRouter
 
 from service.deps import PrincipalDep, ServicesDep
+from service.params import Ns, RetrievalId
 from service.retrieval.schemas import (
-    RetrievalOutcomeIn,
+    RetrievalOutcomeCreate,
     RetrievalOutcomeRead,
     RetrieveRequest,
     RetrieveResponse,
 )
-from service.schemas import ID_PATTERN, NAMESPACE_PATTERN
 
 router = APIRouter(prefix="/v1/namespaces/{ns}", tags=["retrieval"])
-
-Ns = Annotated[str, Path(pattern=NAMESPACE_PATTERN, description="namespace name")]
-RetrievalId = Annotated[str, Path(pattern=ID_PATTERN, description="retrieval id")]
 
 
 @router.post(
@@ -38,7 +33,7 @@ def retrieve(ns: Ns, body: RetrieveRequest, principal: PrincipalDep, services: S
     "/retrievals/{retrieval_id}/outcome", response_model=RetrievalOutcomeRead, operation_id="report_retrieval_outcome"
 )
 def report_retrieval_outcome(
-    ns: Ns, retrieval_id: RetrievalId, body: RetrievalOutcomeIn, principal: PrincipalDep, services: ServicesDep
+    ns: Ns, retrieval_id: RetrievalId, body: RetrievalOutcomeCreate, principal: PrincipalDep, services: ServicesDep
 ) -> RetrievalOutcomeRead:
     """Credit the served items with the outcome (once; an identical repeat is a replay)."""
     return services.retrieval.report_outcome(principal, ns, retrieval_id, body)

@@ -7,12 +7,9 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from service.schemas import ClientId, Label, RequestModel, ResponseModel
+from domain.reflections import KINDS, Kind, Status
+from domain.schemas import ClientId, Label, RequestModel, ResponseModel
 from service.trajectories.schemas import State
-
-Kind = Literal["exemplar", "heuristic", "skill", "rubric", "evidence_card"]
-KINDS: tuple[Kind, ...] = ("exemplar", "heuristic", "skill", "rubric", "evidence_card")
-Status = Literal["candidate", "active", "retired"]
 
 
 class RetrieveFilters(RequestModel):
@@ -97,7 +94,7 @@ class RetrieveResponse(ResponseModel):
     waited_ms: int = Field(0, description="time spent waiting for consistency_token")
 
 
-class RetrievalOutcomeIn(RequestModel):
+class RetrievalOutcomeCreate(RequestModel):
     success: bool | None = None
     reward: float | None = None
     trajectory_id: ClientId | None = None

@@ -13,25 +13,28 @@ from dataclasses import dataclass
 import numpy as np
 from sqlalchemy.orm import Session
 
+from domain.consistency import parse_token
+from domain.hashing import task_hash
+from domain.reflections import TASK_KEYED
+from domain.settings import NamespaceSettings
+from domain.state_text import internal_text, state_text, task_query_text
 from service.auth import Permission, Principal
-from service.errors import Conflict, InvalidInput, NotFound
 from service.limits import LimitChecker
-from service.namespaces.schemas import NamespaceSettings
 from service.namespaces.service import NamespaceService
 from service.retrieval import ranking
-from service.retrieval.consistency import parse_token, wait_for
+from service.retrieval.consistency import wait_for
+from service.retrieval.credit import credit_retrieval
 from service.retrieval.render import render
 from service.retrieval.schemas import (
     EvidenceRead,
-    RetrievalOutcomeIn,
+    RetrievalOutcomeCreate,
     RetrievalOutcomeRead,
     RetrievedItem,
     RetrieveRequest,
     RetrieveResponse,
     UtilityRead,
 )
-from service.retrieval.state_text import TASK_KEYED, internal_text, state_text, task_query_text
-from service.trajectories.service import task_hash
+from store import evidence as evidence_repo
 from store import retrievals as repo
 from store.database import Database
 from store.embedding.base import Embedder
@@ -83,10 +86,7 @@ class RetrievalService:
 
     def retrieve(self, principal: Principal, ns: str, req: RetrieveRequest) -> RetrieveResponse:
         principal.require(Permission.RETRIEVE, ns)
-        self.checker.text(req.state.observation, "state.observation")
         self.checker.json(req.state.data, "state.data")
-        self.checker.text(req.internal_state, "internal_state")
-        self.checker.text(req.task, "task")
         token = parse_token(req.consistency_token) if req.consistency_token else None
         settings, outcome_successes, outcome_total = self.namespaces.ranking_inputs(ns)
         baseline = ranking.baseline_rate(outcome_successes, outcome_total)
@@ -99,11 +99,11 @@ class RetrievalService:
         chosen = self._choose(candidates, req)
 
         with self.db.read() as session:
-            evidence = repo.evidence_summaries(session, [c.row.pk for c in chosen], EVIDENCE_PER_ITEM)
+            evidence = evidence_repo.list_evidence_summaries(session, [c.row.pk for c in chosen], EVIDENCE_PER_ITEM)
         items = [self._item(c, evidence.get(c.row.pk, [])) for c in chosen]
         retrieval_id = "r_" + uuid.uuid4().hex
-        with self.db.write() as session:
-            repo.insert_retrieval(
+        self.db.run_write(
+            lambda session: repo.create_retrieval(
                 session,
                 id=retrieval_id,
                 namespace=ns,
@@ -111,6 +111,7 @@ class RetrievalService:
                 trajectory_id=req.trajectory_id,
                 items=[(c.row.pk, rank, c.score, c.similarity) for rank, c in enumerate(chosen)],
             )
+        )
         context = render(items, req.render) if req.render else None
         return RetrieveResponse(
             retrieval_id=retrieval_id, items=items, context=context, gamma=settings.gamma, waited_ms=waited_ms
@@ -176,7 +177,7 @@ class RetrievalService:
                     pks.update(found)
                     exhausted = exhausted and len(found) >= len(index)
             with self.db.read() as session:
-                rows = repo.load_candidates(session, ns, sorted(pks), filters, self.embedder.name)
+                rows = repo.list_candidates(session, ns, sorted(pks), filters, self.embedder.name)
             out = []
             for row in rows:
                 vecs = row.vectors
@@ -247,54 +248,21 @@ class RetrievalService:
     # -- outcome credit ----------------------------------------------------
 
     def report_outcome(
-        self, principal: Principal, ns: str, retrieval_id: str, body: RetrievalOutcomeIn
+        self, principal: Principal, ns: str, retrieval_id: str, body: RetrievalOutcomeCreate
     ) -> RetrievalOutcomeRead:
         principal.require(Permission.RETRIEVE, ns)
         self.checker.json(body.details, "details")
 
         def work(session: Session) -> RetrievalOutcomeRead:
-            self.namespaces.require(session, ns)
-            if repo.get_retrieval(session, ns, retrieval_id) is None:
-                raise NotFound(f"retrieval {retrieval_id!r} not found in namespace {ns!r}", field="retrieval_id")
-            item_ids = None if body.item_ids is None else sorted(set(body.item_ids))
-            old = repo.get_outcome(session, retrieval_id)
-            if old is not None:
-                if (old.success, old.reward, old.details, old.item_ids) != (
-                    body.success,
-                    body.reward,
-                    body.details,
-                    item_ids,
-                ):
-                    raise Conflict(
-                        f"retrieval {retrieval_id!r} already has a different outcome",
-                        field="outcome",
-                        rule="idempotent_replay",
-                    )
-                return RetrievalOutcomeRead(
-                    retrieval_id=retrieval_id, success=old.success, reward=old.reward, credited_items=0
-                )
-            if body.item_ids is not None:
-                served = repo.served_ids(session, retrieval_id)
-                for i, item_id in enumerate(body.item_ids):
-                    if item_id not in served:
-                        raise InvalidInput(
-                            f"item_ids[{i}] {item_id!r} was not served by retrieval {retrieval_id!r}",
-                            field=f"item_ids[{i}]",
-                            rule="served",
-                        )
-            n = repo.record_outcome(
+            self.namespaces.get_or_404(
                 session,
                 ns,
+                "retrieval",
                 retrieval_id,
-                success=body.success,
-                reward=body.reward,
-                trajectory_id=body.trajectory_id,
-                details=body.details,
-                item_ids=item_ids,
+                lambda: repo.read_retrieval(session, ns, retrieval_id),
+                field="retrieval_id",
             )
-            return RetrievalOutcomeRead(
-                retrieval_id=retrieval_id, success=body.success, reward=body.reward, credited_items=n
-            )
+            return credit_retrieval(session, ns, retrieval_id, body)
 
         result = self.db.run_write(work)
         self.namespaces.outcomes_changed(ns)

@@ -3,31 +3,30 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Literal
+from typing import Literal
 
-from fastapi import APIRouter, Path, Query, Response
+from fastapi import APIRouter, Query, Response
 
+from domain.errors import InvalidInput
+from domain.hashing import task_hash
 from service.deps import PageLimit, PrincipalDep, ServicesDep
-from service.errors import InvalidInput
-from service.schemas import ID_PATTERN, NAMESPACE_PATTERN, Page
+from service.params import Ns, TrajectoryId
 from service.trajectories.schemas import (
     BatchWritten,
-    OutcomeIn,
+    OutcomeCreate,
     StepsAppend,
     StepsAppended,
     TrajectoryBatchCreate,
     TrajectoryCreate,
     TrajectoryDeleted,
+    TrajectoryPage,
     TrajectoryRead,
     TrajectoryWritten,
 )
-from service.trajectories.service import task_hash
 from store.trajectories import TrajectoryFilters
 
 router = APIRouter(prefix="/v1/namespaces/{ns}/trajectories", tags=["trajectories"])
 
-Ns = Annotated[str, Path(pattern=NAMESPACE_PATTERN, description="namespace name")]
-TrajectoryId = Annotated[str, Path(pattern=ID_PATTERN, description="trajectory id")]
 TOKEN_HEADER = "X-Reflexa-Consistency-Token"
 
 WRITE_RESPONSES = {
@@ -73,7 +72,7 @@ def create_trajectories_batch(
     return written
 
 
-@router.get("", response_model=Page[TrajectoryRead], operation_id="list_trajectories")
+@router.get("", response_model=TrajectoryPage, operation_id="list_trajectories")
 def list_trajectories(
     ns: Ns,
     principal: PrincipalDep,
@@ -90,7 +89,7 @@ def list_trajectories(
     created_before: datetime | None = None,
     include_steps: bool = False,
     cursor: str | None = None,
-) -> Page[TrajectoryRead]:
+) -> TrajectoryPage:
     """Newest first, with cursor pagination."""
     for name, value in (("created_after", created_after), ("created_before", created_before)):
         if value is not None and value.tzinfo is None:
@@ -106,10 +105,7 @@ def list_trajectories(
         created_after=created_after,
         created_before=created_before,
     )
-    items, next_cursor = services.trajectories.list(
-        principal, ns, filters, cursor=cursor, limit=limit, include_steps=include_steps
-    )
-    return Page[TrajectoryRead](items=items, next_cursor=next_cursor)
+    return services.trajectories.list(principal, ns, filters, cursor=cursor, limit=limit, include_steps=include_steps)
 
 
 @router.get("/{id}", response_model=TrajectoryRead, operation_id="get_trajectory")
@@ -143,7 +139,7 @@ def append_steps(
 def close_trajectory(
     ns: Ns,
     id: TrajectoryId,
-    body: OutcomeIn,
+    body: OutcomeCreate,
     principal: PrincipalDep,
     services: ServicesDep,
     response: Response,

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field
 
-from service.schemas import ClientId, Label, RequestModel, ResponseModel
+from domain.schemas import ClientId, Label, Page, RequestModel, ResponseModel
+from domain.steps import step_mapping
+
+if TYPE_CHECKING:
+    from store.models import Step, Trajectory
 
 JSONObject = dict[str, Any]
 
@@ -36,7 +40,7 @@ class StepCreate(RequestModel):
     metadata: JSONObject | None = None
 
 
-class OutcomeIn(RequestModel):
+class OutcomeCreate(RequestModel):
     success: bool | None = None
     reward: float | None = None
     failure_reason: str | None = None
@@ -52,7 +56,7 @@ class TrajectoryCreate(RequestModel):
     group_id: ClientId | None = Field(None, description="sibling rollouts share a group id")
     metadata: JSONObject | None = None
     steps: list[StepCreate] = Field(default_factory=list)
-    outcome: OutcomeIn | None = Field(None, description="given: the trajectory is stored closed")
+    outcome: OutcomeCreate | None = Field(None, description="given: the trajectory is stored closed")
     retrieval_ids: list[ClientId] | None = Field(None, description="retrievals whose items this episode used")
 
 
@@ -83,6 +87,12 @@ class StepRead(ResponseModel):
     metadata: JSONObject | None = None
     created_at: datetime
 
+    @classmethod
+    def from_row(cls, row: Step) -> StepRead:
+        m = step_mapping(row)
+        state = StateRead(observation=m.pop("observation"), data=m.pop("state_data"))
+        return cls(**m, state=state, created_at=row.created_at)
+
 
 class OutcomeRead(ResponseModel):
     success: bool | None = None
@@ -108,6 +118,37 @@ class TrajectoryRead(ResponseModel):
     updated_at: datetime
     closed_at: datetime | None = None
     steps: list[StepRead] | None = Field(None, description="present when asked for (GET one, include_steps)")
+
+    @classmethod
+    def from_row(cls, row: Trajectory, steps: list[Step] | None = None, **extra: Any) -> TrajectoryRead:
+        outcome = None
+        if row.status == "closed":
+            outcome = OutcomeRead(
+                success=row.success, reward=row.reward, failure_reason=row.failure_reason, details=row.outcome_details
+            )
+        return cls(
+            id=row.id,
+            namespace=row.namespace,
+            task=row.task,
+            environment=row.environment,
+            agent=row.agent,
+            policy_version=row.policy_version,
+            group_id=row.group_id,
+            metadata=row.metadata_,
+            retrieval_ids=row.retrieval_ids,
+            status=row.status,  # type: ignore[arg-type]
+            outcome=outcome,
+            step_count=row.step_count,
+            created_at=row.created_at,
+            updated_at=row.updated_at,
+            closed_at=row.closed_at,
+            steps=None if steps is None else [StepRead.from_row(s) for s in steps],
+            **extra,
+        )
+
+
+class TrajectoryPage(Page[TrajectoryRead]):
+    pass
 
 
 class TrajectoryWritten(TrajectoryRead):

@@ -428,7 +428,7 @@ def test_every_client_route_exists_in_the_servers_openapi(live_server: Any) -> N
         "RetrieveRequest": models.RetrieveRequest,
         "RetrieveFilters": models.RetrieveFilters,
         "RenderOptions": models.RenderOptions,
-        "RetrievalOutcomeIn": models.RetrievalOutcomeReport,
+        "RetrievalOutcomeCreate": models.RetrievalOutcomeReport,
     }
     for server_name, model in mirrored.items():
         assert set(model.model_fields) == set(schemas[server_name]["properties"]), server_name

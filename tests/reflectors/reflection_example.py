@@ -239,7 +239,7 @@ def block(title: str, value: Any) -> str:
 
 
 def main() -> None:
-    from reflectors.llm_reflectors.heuristics import heuristic_id
+    from reflectors.prompted.heuristics import heuristic_id
 
     price_id = heuristic_id("shop", "shop", PRICE_CHECK["trigger"], PRICE_CHECK["guideline"])
     ANSWERS[4] = json_answer({**json.loads(ANSWERS[4].content), "target_id": price_id}, model="qwen2.5-7b-instruct")

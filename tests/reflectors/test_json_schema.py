@@ -9,8 +9,8 @@ from typing import Annotated, Any, Literal
 import pytest
 from pydantic import BaseModel, Field
 
-from reflectors.llm.json_schema import response_format, strict_json_schema
-from reflectors.llm.schemas import OUTPUT_MODELS
+from reflectors.llm_client.json_schema import response_format, strict_json_schema
+from reflectors.llm_client.schemas import OUTPUT_MODELS
 
 
 class Inner(BaseModel):

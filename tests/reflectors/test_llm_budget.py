@@ -7,8 +7,8 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
-from reflectors.llm import InMemoryTokenBudget, LLMBudgetExceeded, estimate_tokens
-from reflectors.llm.budget import seconds_until_next_utc_day
+from reflectors.llm_client import InMemoryTokenBudget, LLMBudgetExceeded, estimate_tokens
+from reflectors.llm_client.budget import seconds_until_next_utc_day
 
 
 class Clock:

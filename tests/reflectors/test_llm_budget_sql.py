@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from sqlalchemy import text
 
-from reflectors.llm import LLMBudgetExceeded, SqlTokenBudget
+from reflectors.llm_client import LLMBudgetExceeded, SqlTokenBudget
 from store.database import Database
 
 

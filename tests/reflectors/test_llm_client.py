@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from reflectors.llm import (
+from reflectors.llm_client import (
     InMemoryTokenBudget,
     LLMBudgetExceeded,
     LLMClient,
@@ -23,7 +23,7 @@ from reflectors.llm import (
     LLMUnavailable,
     strict_json_schema,
 )
-from reflectors.llm.schemas import HeuristicsOut, RubricOut
+from reflectors.llm_client.schemas import HeuristicsOut, RubricOut
 from reflectors.worker import TransientError
 from tests.reflectors.openai_server import Answer, HttpError, ScriptedLLM, Stall, json_answer
 

@@ -15,12 +15,12 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from reflectors.llm_reflectors.heuristics import heuristic_id, heuristic_text
-from reflectors.llm_reflectors.rubrics import rubric_id
-from reflectors.llm_reflectors.skills import skill_id
+from reflectors.prompted.heuristics import heuristic_id, heuristic_text
+from reflectors.prompted.rubrics import rubric_id
+from reflectors.prompted.skills import skill_id
 from reflectors.worker import JobView, Worker
 from service.app import create_app
-from service.trajectories.service import task_hash
+from domain.hashing import task_hash
 from store import jobs as jobs_repo
 from store.embedding.hashing import HashingEmbedder
 from store.models import Job
@@ -613,7 +613,7 @@ def test_a_job_run_twice_writes_once(api_llm: TestClient, scripted_llm: Scripted
 
 
 def test_long_attempts_show_their_first_and_last_steps() -> None:
-    from reflectors.llm_reflectors.common import show_steps
+    from reflectors.prompted.common import show_steps
     from store.models import Step
 
     many = [Step(index=i, observation=f"obs {i}", action=f"act {i}") for i in range(100)]

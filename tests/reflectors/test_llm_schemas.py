@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel, ValidationError
 
-from reflectors.llm.schemas import GoldenNegativeOut, HeuristicsOut, PoolOpOut, RubricOut, SkillsOut
+from reflectors.llm_client.schemas import GoldenNegativeOut, HeuristicsOut, PoolOpOut, RubricOut, SkillsOut
 
 HEURISTIC = {
     "trigger": "  A door is locked and a key is visible.  ",

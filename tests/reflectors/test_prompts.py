@@ -11,7 +11,7 @@ import string
 
 import pytest
 
-from reflectors.llm.schemas import OUTPUT_MODELS
+from reflectors.llm_client.schemas import OUTPUT_MODELS
 from reflectors.prompts import Prompt, PromptError, available_prompts, load_prompt, parse_prompt
 from reflectors.prompts.steps import render_outcome, render_steps, shorten
 

@@ -23,7 +23,7 @@ def make_db(database_url: str) -> Database:
 
 def enqueue(db: Database, kind: str, key: str, priority: int = 100) -> int:
     with db.write() as s:
-        return jobs_repo.enqueue_job(s, namespace="w", kind=kind, payload={}, dedup_key=key, priority=priority)
+        return jobs_repo.create_job(s, namespace="w", kind=kind, payload={}, dedup_key=key, priority=priority)
 
 
 def wait_done(db: Database, ids: list[int], timeout: float = 20.0) -> bool:

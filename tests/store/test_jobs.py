@@ -25,7 +25,7 @@ def db(database_url: str) -> Database:
 
 def enqueue(db: Database, key: str, *, once: bool = True) -> int:
     with db.write() as s:
-        return jobs.enqueue_job(s, namespace="q", kind="k", payload={"key": key}, dedup_key=key, once=once)
+        return jobs.create_job(s, namespace="q", kind="k", payload={"key": key}, dedup_key=key, once=once)
 
 
 def status(db: Database, job_id: int) -> Job:
@@ -92,7 +92,7 @@ def test_expired_lease_is_reclaimed_and_the_old_holder_is_fenced(db: Database) -
 
 def test_transient_failures_back_off_then_fail_for_good(db: Database) -> None:
     with db.write() as s:
-        j = jobs.enqueue_job(s, namespace="q", kind="k", payload={}, dedup_key="flaky", max_attempts=2)
+        j = jobs.create_job(s, namespace="q", kind="k", payload={}, dedup_key="flaky", max_attempts=2)
     with db.write() as s:
         jobs.claim_jobs(s, worker_id="w", limit=1, lease_seconds=60)
         assert jobs.fail_job(s, j, "w", "429 rate limited", retry_in=30)
@@ -107,17 +107,20 @@ def test_transient_failures_back_off_then_fail_for_good(db: Database) -> None:
     job = status(db, j)
     assert (job.status, job.attempts, job.last_error) == ("failed", 2, "429 again")
     with db.write() as s:
-        assert jobs.retry_job(s, "q", j).status == "queued"  # type: ignore[union-attr]
+        job = jobs.read_job(s, "q", j)
+        assert job is not None
+        jobs.retry_job(s, job)
+        assert job.status == "queued"
 
 
 def test_starved_jobs_go_first_on_an_ageing_claim(db: Database) -> None:
     """Priority order starves low-priority work under a stream of high-priority jobs;
     a claim with `starved_after` takes what has waited longer than that first."""
     with db.write() as s:
-        old = jobs.enqueue_job(s, namespace="q", kind="reflect", payload={}, dedup_key="old", priority=100)
+        old = jobs.create_job(s, namespace="q", kind="reflect", payload={}, dedup_key="old", priority=100)
         s.get(Job, old).run_after = utcnow() - timedelta(seconds=30)  # type: ignore[union-attr]
         fresh = [
-            jobs.enqueue_job(s, namespace="q", kind="index", payload={}, dedup_key=f"i{i}", priority=10)
+            jobs.create_job(s, namespace="q", kind="index", payload={}, dedup_key=f"i{i}", priority=10)
             for i in range(3)
         ]
     with db.write() as s:

@@ -8,12 +8,12 @@ Reflectors use it as:
                                   context={"step_indexes": [...]})
 """
 
-from reflectors.llm.answers import Message
-from reflectors.llm.budget import InMemoryTokenBudget, Reservation, SqlTokenBudget, TokenBudget, estimate_tokens
-from reflectors.llm.client import LLMClient, LLMResult
-from reflectors.llm.errors import LLMBudgetExceeded, LLMError, LLMOutputError, LLMRequestError, LLMUnavailable
-from reflectors.llm.json_schema import response_format, strict_json_schema
-from reflectors.llm.settings import LLMSettings
+from reflectors.llm_client.answers import Message
+from reflectors.llm_client.budget import InMemoryTokenBudget, Reservation, SqlTokenBudget, TokenBudget, estimate_tokens
+from reflectors.llm_client.client import LLMClient, LLMResult
+from reflectors.llm_client.errors import LLMBudgetExceeded, LLMError, LLMOutputError, LLMRequestError, LLMUnavailable
+from reflectors.llm_client.json_schema import response_format, strict_json_schema
+from reflectors.llm_client.settings import LLMSettings
 
 __all__ = [
     "InMemoryTokenBudget",

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 from typing import Protocol
 
-from reflectors.llm.errors import LLMBudgetExceeded
+from reflectors.llm_client.errors import LLMBudgetExceeded
 from store import llm_usage
 from store.database import Database
 
@@ -144,11 +144,13 @@ class SqlTokenBudget:
     def record(self, reservation: Reservation, used_tokens: int) -> None:
         if used_tokens <= 0:
             return  # the call failed before the server did any work: nothing to count
-        self.db.run_write(lambda session: llm_usage.add(session, reservation.namespace, reservation.day, used_tokens))
+        self.db.run_write(
+            lambda session: llm_usage.update_tokens_spent(session, reservation.namespace, reservation.day, used_tokens)
+        )
 
     def spent_on(self, namespace: str, day: date) -> int:
         with self.db.read() as session:
-            return llm_usage.spent(session, namespace, day)
+            return llm_usage.read_tokens_spent(session, namespace, day)
 
     def spent_today(self, namespace: str) -> int:
         return self.spent_on(namespace, self._clock().astimezone(UTC).date())

@@ -1,10 +1,16 @@
 """Schema bases shared by every domain: request models forbid unknown fields and
 coerce nothing (a wrong type is an error, not a guess); response models ignore
-unknown fields so old clients survive new ones."""
+unknown fields so old clients survive new ones.
+
+Names: `XCreate` (a new X), `XUpdate` (all optional, applied with exclude_unset),
+`XRead` (what is returned), `XPage` (a page of XRead with the next cursor). A row
+becomes a response one way: `XRead.from_row(row)`, by attribute name unless the
+model says otherwise.
+"""
 
 from __future__ import annotations
 
-from typing import Annotated, Generic, TypeVar
+from typing import Annotated, Any, Generic, Self, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -22,6 +28,11 @@ class RequestModel(BaseModel):
 
 class ResponseModel(BaseModel):
     model_config = ConfigDict(extra="ignore")
+
+    @classmethod
+    def from_row(cls, row: Any) -> Self:
+        """The response for an ORM row (read inside the unit of work that loaded it)."""
+        return cls.model_validate(row, from_attributes=True)
 
 
 T = TypeVar("T")

@@ -25,8 +25,12 @@ from typing import Any
 import numpy as np
 from sqlalchemy.orm import Session
 
+from domain import llm_pool
+from domain.reflections import ReflectionDraft
+from domain.settings import LLMReflectionSettings
 from reflectors.embed import write_vectors
-from service.namespaces.schemas import LLMReflectionSettings
+from store import evidence as evidence_repo
+from store import index_feed, reflector_queries
 from store import reflections as repo
 from store.models import Reflection, Trajectory
 
@@ -38,9 +42,9 @@ class NewItem:
     """An item as the reflector wrote it, not yet in the pool."""
 
     id: str
-    values: dict[str, Any]  # insert_reflection values (status, content with importance 1, text, …)
+    draft: ReflectionDraft  # a candidate whose content starts at importance 1
     vector: np.ndarray
-    evidence: repo.EvidenceIn  # the source attempt, value +1
+    evidence: evidence_repo.EvidenceIn  # the source attempt, value +1
 
     @classmethod
     def candidate(
@@ -50,27 +54,24 @@ class NewItem:
         content: dict[str, Any],
         made_by: tuple[str, str, str],
         vector: np.ndarray,
-        evidence: repo.EvidenceIn,
+        evidence: evidence_repo.EvidenceIn,
     ) -> NewItem:
         """A new candidate item. where: (namespace, kind, environment); made_by:
         (reflector, its version, model)."""
         namespace, kind, environment = where
         reflector, version, model = made_by
-        values = {
-            "namespace": namespace,
-            "id": id_,
-            "kind": kind,
-            "status": "candidate",
-            "content": content,
-            "text": content["text"],
-            "environment": environment,
-            "task": None,
-            "reflector": reflector,
-            "reflector_version": version,
-            "model": model,
-            "source_key": f"{kind}:{id_}",
-        }
-        return cls(id_, values, vector, evidence)
+        draft = ReflectionDraft(
+            namespace=namespace,
+            id=id_,
+            kind=kind,  # type: ignore[arg-type]
+            content=content,
+            text=content["text"],
+            environment=environment,
+            reflector=reflector,
+            reflector_version=version,
+            model=model,
+        )
+        return cls(id_, draft, vector, evidence)
 
 
 @dataclass
@@ -84,7 +85,7 @@ class Vote:
     an UPVOTE or a DOWNVOTE."""
 
     target_id: str
-    evidence: repo.EvidenceIn  # value is the vote
+    evidence: evidence_repo.EvidenceIn  # value is the vote
     action: str  # merge | upvote | downvote (the history action)
     note: str
     extra: list[dict[str, Any]] | None = None  # golden-negative analyses to keep on the target
@@ -99,7 +100,7 @@ class Edit:
     changes: dict[str, Any]  # content fields replaced (trigger, guideline, text)
     text: str
     vector: np.ndarray
-    evidence: repo.EvidenceIn  # value +1: the attempt supports the improved item
+    evidence: evidence_repo.EvidenceIn  # value +1: the attempt supports the improved item
     note: str
     extra: list[dict[str, Any]] | None = None
 
@@ -177,10 +178,10 @@ def write_ops(session: Session, ctx: PoolContext, ops: list[Op]) -> None:
     """Apply a plan in the job's write unit. Idempotent: when the attempt already
     gave evidence to this pool (the job's results were written before), nothing is
     written again."""
-    repo.lock_feed(session, ctx.namespace)
+    index_feed.lock_feed(session, ctx.namespace)
     if session.get(Trajectory, ctx.trajectory_pk) is None:
         return  # deleted while the job ran: nothing to derive
-    if repo.cited_by_reflectors(session, ctx.namespace, ctx.trajectory_pk, ctx.pool_reflectors):
+    if reflector_queries.cited_by_reflectors(session, ctx.namespace, ctx.trajectory_pk, ctx.pool_reflectors):
         return
     fresh: list[tuple[Reflection, np.ndarray]] | None = None
     for op in ops:
@@ -188,7 +189,7 @@ def write_ops(session: Session, ctx: PoolContext, ops: list[Op]) -> None:
             if fresh is None:  # items other jobs added since the plan was made
                 fresh = [
                     (r, v)
-                    for r, v in repo.pool_with_vectors(
+                    for r, v in reflector_queries.list_pool_with_vectors(
                         session,
                         ctx.namespace,
                         kind=ctx.kind,
@@ -201,7 +202,7 @@ def write_ops(session: Session, ctx: PoolContext, ops: list[Op]) -> None:
                 ]
             _add(session, ctx, op, fresh)
         elif isinstance(op, Vote):
-            row = repo.get_reflection(session, ctx.namespace, op.target_id, for_update=True)
+            row = repo.read_reflection(session, ctx.namespace, op.target_id, for_update=True)
             if row is not None:
                 vote(session, ctx, row, op.evidence, op.action, op.note, op.extra)
         else:
@@ -210,8 +211,8 @@ def write_ops(session: Session, ctx: PoolContext, ops: list[Op]) -> None:
 
 def _add(session: Session, ctx: PoolContext, op: Add, fresh: list[tuple[Reflection, np.ndarray]]) -> None:
     item = op.item
-    extra = item.values["content"].get("golden_negatives")
-    row = repo.get_reflection(session, ctx.namespace, item.id, for_update=True)
+    extra = item.draft.content.get("golden_negatives")
+    row = repo.read_reflection(session, ctx.namespace, item.id, for_update=True)
     if row is not None:  # the very same item, worded the same: one more piece of evidence
         note = f"the same item again, from attempt {ctx.trajectory_id}"
         vote(session, ctx, row, item.evidence, "merge", note, extra)
@@ -222,30 +223,30 @@ def _add(session: Session, ctx: PoolContext, op: Add, fresh: list[tuple[Reflecti
             note = f"near-duplicate (cosine {best_sim:.3f}) from attempt {ctx.trajectory_id}"
             vote(session, ctx, best, item.evidence, "merge", note, extra)
             return
-    row = repo.insert_reflection(session, item.values, actor=ctx.actor)
+    row = repo.create_reflection(session, item.draft.values(), actor=ctx.actor)
     write_vectors(session, row, ctx.model, {"state": item.vector})
-    repo.add_evidence(session, row.pk, [item.evidence])
-    repo.refresh_evidence_stats(session, [row.pk])
+    evidence_repo.create_evidence(session, row.pk, [item.evidence])
+    evidence_repo.update_evidence_stats(session, [row.pk])
     fresh.append((row, item.vector))
     settle_status(session, ctx, row, row.content.get("importance", 1), f"added from attempt {ctx.trajectory_id}")
 
 
 def _edit(session: Session, ctx: PoolContext, op: Edit) -> None:
-    row = repo.get_reflection(session, ctx.namespace, op.target_id, for_update=True)
+    row = repo.read_reflection(session, ctx.namespace, op.target_id, for_update=True)
     if row is None or row.status == "retired":
         return
     if row.version != op.base_version:  # someone edited it since: keep their wording, count the support
         note = op.note + " (not applied as an edit: the item changed meanwhile)"
         vote(session, ctx, row, op.evidence, "upvote", note, op.extra)
         return
-    new_vote = not repo.cites_trajectory(session, row.pk, ctx.trajectory_pk)
+    new_vote = not evidence_repo.cites_trajectory(session, row.pk, ctx.trajectory_pk)
     if new_vote:
-        repo.add_evidence(session, row.pk, [op.evidence])
-        repo.refresh_evidence_stats(session, [row.pk])
+        evidence_repo.create_evidence(session, row.pk, [op.evidence])
+        evidence_repo.update_evidence_stats(session, [row.pk])
     importance = _importance(session, row)
     content = _with_extra({**row.content, **op.changes, "importance": importance}, op.extra)
     note = f"{op.note.rstrip('.')}; importance now {importance}"
-    repo.edit_reflection(session, row, content=content, text=op.text, actor=ctx.actor, note=note)
+    repo.update_reflection(session, row, content=content, text=op.text, actor=ctx.actor, note=note)
     write_vectors(session, row, ctx.model, {"state": op.vector})
     settle_status(session, ctx, row, importance, f"edited with attempt {ctx.trajectory_id}")
 
@@ -254,20 +255,20 @@ def vote(
     session: Session,
     ctx: PoolContext,
     row: Reflection,
-    evidence: repo.EvidenceIn,
+    evidence: evidence_repo.EvidenceIn,
     action: str,
     note: str,
     extra: list[dict[str, Any]] | None = None,
 ) -> None:
     """Count one attempt's vote on an item: only once per attempt, never on a
     retired item (an operator's or the votes' retirement stands)."""
-    if row.status == "retired" or repo.cites_trajectory(session, row.pk, evidence.trajectory_pk):
+    if row.status == "retired" or evidence_repo.cites_trajectory(session, row.pk, evidence.trajectory_pk):
         return
-    repo.add_evidence(session, row.pk, [evidence])
-    repo.refresh_evidence_stats(session, [row.pk])
+    evidence_repo.create_evidence(session, row.pk, [evidence])
+    evidence_repo.update_evidence_stats(session, [row.pk])
     importance = _importance(session, row)
     row.content = _with_extra({**row.content, "importance": importance}, extra)
-    repo.set_status(
+    repo.update_reflection_status(
         session,
         row,
         row.status,
@@ -282,7 +283,7 @@ def settle_status(session: Session, ctx: PoolContext, row: Reflection, importanc
     """Retire at importance 0; activate a candidate at `activation_importance` when
     the namespace activates on evidence."""
     if importance <= 0 and row.status != "retired":
-        repo.set_status(
+        repo.update_reflection_status(
             session, row, "retired", action="retire", actor=ctx.actor, note=f"importance fell to {importance}: {why}"
         )
     elif (
@@ -290,7 +291,7 @@ def settle_status(session: Session, ctx: PoolContext, row: Reflection, importanc
         and ctx.settings.activation == "evidence"
         and importance >= ctx.settings.activation_importance
     ):
-        repo.set_status(
+        repo.update_reflection_status(
             session,
             row,
             "active",
@@ -301,7 +302,7 @@ def settle_status(session: Session, ctx: PoolContext, row: Reflection, importanc
 
 
 def _importance(session: Session, row: Reflection) -> int:
-    return round(repo.evidence_value_sums(session, [row.pk])[row.pk])
+    return llm_pool.importances(session, [row.pk])[row.pk]
 
 
 def _with_extra(content: dict[str, Any], extra: list[dict[str, Any]] | None) -> dict[str, Any]:

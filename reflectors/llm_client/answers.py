@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from reflectors.llm.json_schema import strict_json_schema
+from reflectors.llm_client.json_schema import strict_json_schema
 
 Message = dict[str, str]
 """A chat message: {"role": "system" | "user" | "assistant", "content": str}."""

@@ -20,11 +20,18 @@ from typing import Any, Generic
 
 import openai
 
-from reflectors.llm.answers import AnswerError, Message, T, parse_answer, repair_messages, with_format_instruction
-from reflectors.llm.budget import InMemoryTokenBudget, TokenBudget, estimate_tokens
-from reflectors.llm.errors import LLMOutputError, LLMRequestError, LLMUnavailable
-from reflectors.llm.json_schema import response_format
-from reflectors.llm.settings import LLMSettings
+from reflectors.llm_client.answers import (
+    AnswerError,
+    Message,
+    T,
+    parse_answer,
+    repair_messages,
+    with_format_instruction,
+)
+from reflectors.llm_client.budget import InMemoryTokenBudget, TokenBudget, estimate_tokens
+from reflectors.llm_client.errors import LLMOutputError, LLMRequestError, LLMUnavailable
+from reflectors.llm_client.json_schema import response_format
+from reflectors.llm_client.settings import LLMSettings
 
 log = logging.getLogger("reflexa.llm")
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from service.namespaces.schemas import StateTextSettings
+from domain.settings import StateTextSettings
 
 
 def _data_lines(data: Any, prefix: str = "") -> list[str]:
@@ -47,11 +47,6 @@ def internal_text(internal_state: str | None, max_chars: int) -> str | None:
     if internal_state is None or not internal_state.strip():
         return None
     return internal_state.strip()[:max_chars]
-
-
-# Kinds that describe a task rather than a state (evidence cards, rubrics): indexed
-# by their task's text and matched against the query's task.
-TASK_KEYED = frozenset({"evidence_card", "rubric"})
 
 
 def task_query_text(task: str) -> str:

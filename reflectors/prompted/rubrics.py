@@ -20,14 +20,20 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
+from domain.jobs import Dedup, Lane, Priority, declare
+from domain.reflections import ReflectionDraft
+from domain.settings import NamespaceSettings
+from domain.state_text import task_query_text
 from reflectors.embed import encode_texts, write_vectors
-from reflectors.llm import LLMClient
-from reflectors.llm.schemas import Criterion, RubricOut
-from reflectors.llm_reflectors.common import RUBRICS_NAME, namespace_settings, show_steps, stable_id
+from reflectors.llm_client import LLMClient
+from reflectors.llm_client.schemas import Criterion, RubricOut
+from reflectors.prompted.common import RUBRICS_NAME, namespace_settings, show_steps, stable_id
 from reflectors.prompts import load_prompt
 from reflectors.prompts.steps import render_outcome
+from reflectors.registry import Reflector, register
 from reflectors.worker import JobView, Write
-from service.retrieval.state_text import task_query_text
+from store import evidence as evidence_repo
+from store import index_feed
 from store import reflections as repo
 from store import trajectories as trajectories_repo
 from store.database import Database
@@ -116,20 +122,20 @@ class RubricsReflector:
             cfg = settings.reflection.llm
             if not cfg.enabled or "rubrics" not in cfg.reflectors:
                 return None
-            recent = trajectories_repo.recent_closed_with_outcome(
+            recent = trajectories_repo.list_recent_closed_with_outcome(
                 session, ns, task_hash, LOOKBACK * cfg.rubric_attempts
             )
             attempts = pick_attempts(recent, cfg.rubric_attempts)
             if not mixed(attempts):
                 return None
-            existing = repo.get_reflection(session, ns, id_)
+            existing = repo.read_reflection(session, ns, id_)
             if existing is not None:
                 if existing.status == "retired":
                     return None
-                cited = repo.evidence_trajectory_pks(session, existing.pk)
+                cited = evidence_repo.list_evidence_trajectory_pks(session, existing.pk)
                 if sum(t.pk not in cited for t in attempts) < cfg.rubric_min_new_attempts:
                     return None  # not enough new to say: the rubric stands
-            steps = trajectories_repo.get_steps_for(session, [t.pk for t in attempts])
+            steps = trajectories_repo.list_steps_for(session, [t.pk for t in attempts])
         labelled = [(chr(ord("A") + i), t) for i, t in enumerate(attempts)]
         per_attempt = max(4, cfg.max_prompt_steps // len(attempts))
         blocks = []
@@ -145,7 +151,8 @@ class RubricsReflector:
         vectors = encode_texts(self.embedder, [{"state": task_query_text(task)[: settings.state_text.max_chars]}])[0]
         window = {t.pk for t in attempts}
         evidence = [
-            repo.EvidenceIn(t.pk, 0, max(0, len(steps[t.pk]) - 1), success=t.success, value=t.reward) for t in attempts
+            evidence_repo.EvidenceIn(t.pk, 0, max(0, len(steps[t.pk]) - 1), success=t.success, value=t.reward)
+            for t in attempts
         ]
         model = self.embedder.name
         actor = f"reflector:{RUBRICS_NAME}"
@@ -154,40 +161,36 @@ class RubricsReflector:
         )
 
         def write(session: Session) -> None:
-            repo.lock_feed(session, ns)
-            row = repo.get_reflection(session, ns, id_, for_update=True)
+            index_feed.lock_feed(session, ns)
+            row = repo.read_reflection(session, ns, id_, for_update=True)
             if row is None:
-                row = repo.insert_reflection(
-                    session,
-                    {
-                        "namespace": ns,
-                        "id": id_,
-                        "kind": KIND,
-                        "status": "candidate",
-                        "content": content,
-                        "text": content["text"],
-                        "environment": environment,
-                        "task": task,
-                        "reflector": RUBRICS_NAME,
-                        "reflector_version": prompt.id,
-                        "model": result.model,
-                        "source_key": f"{KIND}:{task_hash}",
-                    },
-                    actor=actor,
+                draft = ReflectionDraft(
+                    namespace=ns,
+                    id=id_,
+                    kind=KIND,
+                    content=content,
+                    text=content["text"],
+                    environment=environment,
+                    task=task,
+                    reflector=RUBRICS_NAME,
+                    reflector_version=prompt.id,
+                    model=result.model,
+                    source_key=f"{KIND}:{task_hash}",
                 )
-            elif row.status == "retired" or repo.evidence_trajectory_pks(session, row.pk) == window:
+                row = repo.create_reflection(session, draft.values(), actor=actor)
+            elif row.status == "retired" or evidence_repo.list_evidence_trajectory_pks(session, row.pk) == window:
                 return  # retired meanwhile, or this very revision was written already
             else:
                 row.reflector_version, row.model, row.environment = prompt.id, result.model, environment
-                repo.edit_reflection(session, row, content=content, text=content["text"], actor=actor, note=note)
+                repo.update_reflection(session, row, content=content, text=content["text"], actor=actor, note=note)
             write_vectors(session, row, model, vectors)
-            repo.replace_evidence(session, row.pk, evidence)
+            evidence_repo.update_evidence(session, row.pk, evidence)
             if (
                 row.status == "candidate"
                 and cfg.activation == "evidence"
                 and len(attempts) >= cfg.activation_importance
             ):
-                repo.set_status(
+                repo.update_reflection_status(
                     session,
                     row,
                     "active",
@@ -198,3 +201,39 @@ class RubricsReflector:
                 )
 
         return write
+
+
+JOB = declare(
+    "reflect.rubrics",
+    lane=Lane.SLOW,
+    priority=Priority.LLM_TASK,
+    dedup=Dedup.COALESCE,
+    description="write or revise a task's rubric from its recent successes and failures (LLM)",
+)
+
+
+def queue_rubric(session: Session, traj: Trajectory, settings: NamespaceSettings) -> None:
+    """A task whose recent attempts include a success and a failure: coalesced per task."""
+    cfg = settings.reflection.llm
+    if traj.step_count == 0 or traj.success is None or "rubrics" not in cfg.reflectors:
+        return
+    recent = trajectories_repo.list_recent_closed_with_outcome(
+        session, traj.namespace, traj.task_hash, LOOKBACK * cfg.rubric_attempts
+    )
+    if mixed(pick_attempts(recent, cfg.rubric_attempts)):
+        JOB.enqueue(
+            session, traj.namespace, {"task": traj.task, "task_hash": traj.task_hash}, traj.namespace, traj.task_hash
+        )
+
+
+register(
+    Reflector(
+        name=RUBRICS_NAME,
+        version="1",
+        job=JOB,
+        build=lambda deps: RubricsReflector(deps.db, deps.embedder, deps.llm),
+        settings_section="llm",
+        needs_llm=True,
+        trigger=queue_rubric,
+    )
+)

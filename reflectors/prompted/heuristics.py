@@ -33,18 +33,22 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from pydantic import BaseModel
+from sqlalchemy.orm import Session
 
+from domain.jobs import Dedup, Lane, Priority, declare
+from domain.settings import NamespaceSettings
 from reflectors.embed import encode_texts
-from reflectors.llm import LLMClient
-from reflectors.llm.client import LLMResult
-from reflectors.llm.schemas import GoldenNegativeOut, HeuristicItem, HeuristicsOut, PoolOpOut
-from reflectors.llm_reflectors import pool
-from reflectors.llm_reflectors.common import (
+from reflectors.llm_client import LLMClient
+from reflectors.llm_client.client import LLMResult
+from reflectors.llm_client.schemas import GoldenNegativeOut, HeuristicItem, HeuristicsOut, PoolOpOut
+from reflectors.prompted import pool
+from reflectors.prompted.common import (
     GOLDEN_NEGATIVE_NAME,
     HEURISTIC_POOL,
     HEURISTICS_NAME,
     POOL_LIMIT,
     Source,
+    is_expert,
     load_source,
     normalise,
     show_steps,
@@ -52,10 +56,13 @@ from reflectors.llm_reflectors.common import (
 )
 from reflectors.prompts import Prompt, load_prompt
 from reflectors.prompts.steps import render_outcome
+from reflectors.registry import Reflector, register
 from reflectors.worker import JobView, Write
-from store import reflections as repo
+from store import evidence as evidence_repo
+from store import reflector_queries
 from store.database import Database
 from store.embedding.base import Embedder
+from store.models import Trajectory
 
 KIND = "heuristic"
 HEURISTICS_PROMPT = ("heuristics_single", 1)
@@ -112,7 +119,7 @@ class HeuristicPool:
         ns, env = traj.namespace, traj.environment
         vectors = encode_texts(self.embedder, [{"state": c.text} for c in candidates])
         with self.db.read() as session:
-            rows = repo.pool_with_vectors(
+            rows = reflector_queries.list_pool_with_vectors(
                 session,
                 ns,
                 kind=KIND,
@@ -126,7 +133,7 @@ class HeuristicPool:
         ops: list[pool.Op] = []
         for cand, vecs in zip(candidates, vectors, strict=True):
             h, vector = cand.item, vecs["state"]
-            evidence = repo.EvidenceIn(
+            evidence = evidence_repo.EvidenceIn(
                 traj.pk, min(h.evidence_steps), max(h.evidence_steps), success=traj.success, value=1.0
             )
             id_ = heuristic_id(ns, env, h.trigger, h.guideline)
@@ -164,7 +171,7 @@ class HeuristicPool:
             if op.operation == "UPVOTE":
                 ops.append(pool.Vote(target.id, evidence, "upvote", note, cand.extra))
             elif op.operation == "DOWNVOTE":
-                against = repo.EvidenceIn(
+                against = evidence_repo.EvidenceIn(
                     evidence.trajectory_pk, evidence.step_start, evidence.step_end, evidence.success, value=-1.0
                 )
                 ops.append(pool.Vote(target.id, against, "downvote", note))
@@ -284,4 +291,66 @@ def _already_reflected(db: Database, src: Source) -> bool:
     """This attempt's heuristics were written already (a job run again after its
     results committed): no second LLM call."""
     with db.read() as session:
-        return repo.cited_by_reflectors(session, src.trajectory.namespace, src.trajectory.pk, HEURISTIC_POOL)
+        return reflector_queries.cited_by_reflectors(
+            session, src.trajectory.namespace, src.trajectory.pk, HEURISTIC_POOL
+        )
+
+
+HEURISTICS_JOB = declare(
+    "reflect.heuristics",
+    lane=Lane.SLOW,
+    priority=Priority.LLM,
+    dedup=Dedup.ONCE,
+    description="reflect on one attempt with a known outcome into heuristics (LLM), once per trajectory",
+)
+GOLDEN_NEGATIVE_JOB = declare(
+    "reflect.golden_negative",
+    lane=Lane.SLOW,
+    priority=Priority.LLM,
+    dedup=Dedup.ONCE,
+    description="analyse a failed expert attempt (metadata.expert = true) as a golden negative (LLM)",
+)
+
+
+def _golden_negative(traj: Trajectory, settings: NamespaceSettings) -> bool:
+    return traj.success is False and is_expert(traj) and "golden_negatives" in settings.reflection.llm.reflectors
+
+
+def queue_heuristics(session: Session, traj: Trajectory, settings: NamespaceSettings) -> None:
+    """Any attempt with a known outcome, unless it is a golden negative (that job
+    writes its heuristics)."""
+    known = traj.success is not None or traj.reward is not None
+    wanted = "heuristics" in settings.reflection.llm.reflectors
+    if traj.step_count and known and wanted and not _golden_negative(traj, settings):
+        HEURISTICS_JOB.enqueue(session, traj.namespace, {"trajectory_pk": traj.pk, "trajectory_id": traj.id}, traj.pk)
+
+
+def queue_golden_negative(session: Session, traj: Trajectory, settings: NamespaceSettings) -> None:
+    if traj.step_count and _golden_negative(traj, settings):
+        GOLDEN_NEGATIVE_JOB.enqueue(
+            session, traj.namespace, {"trajectory_pk": traj.pk, "trajectory_id": traj.id}, traj.pk
+        )
+
+
+register(
+    Reflector(
+        name=HEURISTICS_NAME,
+        version="1",
+        job=HEURISTICS_JOB,
+        build=lambda deps: HeuristicsReflector(deps.db, deps.embedder, deps.llm),
+        settings_section="llm",
+        needs_llm=True,
+        trigger=queue_heuristics,
+    )
+)
+register(
+    Reflector(
+        name=GOLDEN_NEGATIVE_NAME,
+        version="1",
+        job=GOLDEN_NEGATIVE_JOB,
+        build=lambda deps: GoldenNegativeReflector(deps.db, deps.embedder, deps.llm),
+        settings_section="llm",
+        needs_llm=True,
+        trigger=queue_golden_negative,
+    )
+)

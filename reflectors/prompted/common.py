@@ -1,4 +1,4 @@
-"""What the LLM reflectors share: job kinds and reflector names, loading a closed
+"""What the LLM reflectors share: reflector names, loading a closed
 trajectory and its namespace settings in one short read, showing its steps to a
 prompt, and deterministic ids."""
 
@@ -9,18 +9,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from domain.settings import LLMReflectionSettings, NamespaceSettings, parse_settings
 from reflectors.prompts.steps import render_steps
-from service.namespaces.schemas import LLMReflectionSettings, NamespaceSettings, parse_settings
 from store import namespaces as namespaces_repo
 from store import trajectories as trajectories_repo
 from store.database import Database
 from store.models import Step, Trajectory
-
-HEURISTICS_JOB = "reflect.heuristics"
-SKILLS_JOB = "reflect.skills"
-GOLDEN_NEGATIVE_JOB = "reflect.golden_negative"
-RUBRICS_JOB = "reflect.rubrics"
-JOB_KINDS = (HEURISTICS_JOB, SKILLS_JOB, GOLDEN_NEGATIVE_JOB, RUBRICS_JOB)
 
 HEURISTICS_NAME = "llm_heuristics"
 SKILLS_NAME = "llm_skills"
@@ -69,14 +63,14 @@ def load_source(db: Database, trajectory_pk: int, reflector: str) -> Source | No
         cfg = settings.reflection.llm
         if not cfg.enabled or reflector not in cfg.reflectors:
             return None
-        steps = trajectories_repo.get_steps(session, traj.pk)
+        steps = trajectories_repo.list_steps(session, traj.pk)
     if not steps:
         return None
     return Source(traj, steps, settings)
 
 
 def namespace_settings(session: Any, namespace: str) -> NamespaceSettings:
-    row = namespaces_repo.get_namespace(session, namespace)
+    row = namespaces_repo.read_namespace(session, namespace)
     return parse_settings(row.settings if row else {})
 
 

@@ -16,17 +16,24 @@ from __future__ import annotations
 
 from typing import Any
 
+from sqlalchemy.orm import Session
+
+from domain.jobs import Dedup, Lane, Priority, declare
+from domain.settings import NamespaceSettings
 from reflectors.embed import encode_texts
-from reflectors.llm import LLMClient
-from reflectors.llm.schemas import SkillItem, SkillsOut
-from reflectors.llm_reflectors import pool
-from reflectors.llm_reflectors.common import POOL_LIMIT, SKILLS_NAME, load_source, show_steps, stable_id
+from reflectors.llm_client import LLMClient
+from reflectors.llm_client.schemas import SkillItem, SkillsOut
+from reflectors.prompted import pool
+from reflectors.prompted.common import POOL_LIMIT, SKILLS_NAME, load_source, show_steps, stable_id
 from reflectors.prompts import load_prompt
 from reflectors.prompts.steps import render_outcome
+from reflectors.registry import Reflector, register
 from reflectors.worker import JobView, Write
-from store import reflections as repo
+from store import evidence as evidence_repo
+from store import reflector_queries
 from store.database import Database
 from store.embedding.base import Embedder
+from store.models import Trajectory
 
 KIND = "skill"
 PROMPT = ("skills", 1)
@@ -63,9 +70,9 @@ class SkillsReflector:
         traj, cfg = src.trajectory, src.llm
         ns, env = traj.namespace, traj.environment
         with self.db.read() as session:
-            if repo.cited_by_reflectors(session, ns, traj.pk, POOL):
+            if reflector_queries.cited_by_reflectors(session, ns, traj.pk, POOL):
                 return None  # written already
-            rows = repo.pool_with_vectors(
+            rows = reflector_queries.list_pool_with_vectors(
                 session, ns, kind=KIND, environment=env, reflectors=POOL, model=self.embedder.name, limit=POOL_LIMIT
             )
         library = pool.WorkingPool.of(rows)
@@ -94,7 +101,7 @@ class SkillsReflector:
         for s, vecs in zip(skills, vectors, strict=True):
             vector, text = vecs["state"], skill_text(s)
             start, end = s.step_range
-            evidence = repo.EvidenceIn(traj.pk, start, end, success=True, value=1.0)
+            evidence = evidence_repo.EvidenceIn(traj.pk, start, end, success=True, value=1.0)
             id_ = skill_id(ns, env, s.name)
             same = by_name.get(s.name) or library.get(id_)
             if same is not None:
@@ -125,3 +132,30 @@ class SkillsReflector:
         return pool.writer(
             ops, who=who, traj=traj, environment=env, settings=cfg, model=self.embedder.name, seen_ids=seen
         )
+
+
+JOB = declare(
+    "reflect.skills",
+    lane=Lane.SLOW,
+    priority=Priority.LLM,
+    dedup=Dedup.ONCE,
+    description="distil a skill from a successful attempt (LLM), once per trajectory",
+)
+
+
+def queue_skill(session: Session, traj: Trajectory, settings: NamespaceSettings) -> None:
+    if traj.step_count and traj.success is True and "skills" in settings.reflection.llm.reflectors:
+        JOB.enqueue(session, traj.namespace, {"trajectory_pk": traj.pk, "trajectory_id": traj.id}, traj.pk)
+
+
+register(
+    Reflector(
+        name=SKILLS_NAME,
+        version="1",
+        job=JOB,
+        build=lambda deps: SkillsReflector(deps.db, deps.embedder, deps.llm),
+        settings_section="llm",
+        needs_llm=True,
+        trigger=queue_skill,
+    )
+)

@@ -1,0 +1,69 @@
+"""The fields of a step, written once: what ingest stores, what reads return and
+what prompts show are built from this list.
+
+Names are the stored ones (store.models.Step): `observation` and `state_data` are
+the API's `state.observation` and `state.data`; `metadata` is the column the ORM
+calls `metadata_` (a name SQLAlchemy reserves).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+# Content fields in the order they are shown; `index` is the position, not content.
+STEP_FIELDS: tuple[str, ...] = (
+    "observation",
+    "state_data",
+    "internal_state",
+    "action",
+    "result",
+    "error",
+    "reward",
+    "done",
+    "truncated",
+    "caused_failure",
+    "metadata",
+)
+_ATTRIBUTE = {"metadata": "metadata_"}
+
+
+class _State(Protocol):
+    observation: str
+    data: dict[str, Any] | None
+
+
+class StepInput(Protocol):
+    """A step as a request carries it (service.trajectories.schemas.StepCreate)."""
+
+    state: _State
+    internal_state: str | None
+    action: str | dict[str, Any]
+    result: str | None
+    error: str | None
+    reward: float | None
+    done: bool
+    truncated: bool
+    caused_failure: bool
+    metadata: dict[str, Any] | None
+
+
+def step_columns(step: StepInput) -> dict[str, Any]:
+    """A request's step as ORM column values (attribute names), without its index."""
+    out: dict[str, Any] = {}
+    for name in STEP_FIELDS:
+        if name == "observation":
+            value: Any = step.state.observation
+        elif name == "state_data":
+            value = step.state.data
+        else:
+            value = getattr(step, name)
+        out[_ATTRIBUTE.get(name, name)] = value
+    return out
+
+
+def step_mapping(row: Any) -> dict[str, Any]:
+    """A stored step (a store.models.Step) as a plain mapping of `index` and
+    STEP_FIELDS, the shape prompts and read models are built from."""
+    out = {"index": row.index}
+    out.update((name, getattr(row, _ATTRIBUTE.get(name, name))) for name in STEP_FIELDS)
+    return out

@@ -1,0 +1,79 @@
+"""One guard for input that storage cannot hold, on every route: every string of
+a JSON body (values and object keys, at any depth), every query parameter and
+every path parameter is checked before the request is validated or reaches a
+service. NUL characters (PostgreSQL text and JSONB cannot hold them), unpaired
+UTF-16 surrogates (not encodable as UTF-8), strings longer than
+`limits.max_text_chars` and non-finite numbers (JSON columns cannot hold NaN) are
+refused with a 422 naming the field path (`steps[3].state.observation`,
+`environment`) and the rule, the same on SQLite and PostgreSQL.
+
+A service never has to remember which of its fields to check; what remains for
+services is what depends on meaning (sizes of structured values, step counts).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+from fastapi import Request
+
+from domain.errors import InvalidInput
+
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+_JSON_TYPES = ("application/json", "+json")
+
+
+def check_text(value: str, field: str, max_chars: int) -> None:
+    if len(value) > max_chars:
+        raise InvalidInput(
+            f"{field} is {len(value)} characters; at most {max_chars} are accepted",
+            field=field,
+            rule="max_text_chars",
+        )
+    bad = _UNSTORABLE.search(value)
+    if bad:
+        what = "a NUL character" if bad.group() == "\x00" else "an unpaired UTF-16 surrogate"
+        raise InvalidInput(f"{field} contains {what} at position {bad.start()}", field=field, rule="valid_unicode")
+
+
+def check_json(value: Any, root: str, max_chars: int) -> None:
+    """Every string and key of a parsed JSON value, iteratively (a deep body must not
+    exhaust the stack here); paths are written as in error messages."""
+    stack: list[tuple[Any, str]] = [(value, root)]
+    while stack:
+        node, path = stack.pop()
+        if isinstance(node, str):
+            check_text(node, path or "body", max_chars)
+        elif isinstance(node, dict):
+            for key, item in node.items():
+                child = f"{path}.{key}" if path else str(key)
+                check_text(key, child, max_chars)
+                stack.append((item, child))
+        elif isinstance(node, list):
+            stack.extend((item, f"{path}[{i}]") for i, item in reversed(list(enumerate(node))))
+        elif isinstance(node, float) and not math.isfinite(node):
+            # Python's JSON parser accepts NaN and Infinity; JSON columns cannot store them.
+            raise InvalidInput(f"{path or 'body'} is {node}; numbers must be finite", field=path, rule="finite_number")
+
+
+async def refuse_unstorable(request: Request) -> None:
+    """An app-wide dependency (service.app): runs before body validation."""
+    max_chars = request.app.state.services.settings.limits.max_text_chars
+    for name, value in request.path_params.items():
+        if isinstance(value, str):
+            check_text(value, name, max_chars)
+    for name, value in request.query_params.multi_items():
+        check_text(name, name, max_chars)
+        check_text(value, name, max_chars)
+    content_type = request.headers.get("content-type", "")
+    if request.method in ("GET", "HEAD", "DELETE") or not content_type.split(";")[0].strip().endswith(_JSON_TYPES):
+        return
+    if not await request.body():
+        return
+    try:
+        body = await request.json()  # the framework parsed it already: this is its cached value
+    except ValueError:
+        return  # not JSON: the route's own validation says so
+    check_json(body, "", max_chars)

@@ -1,0 +1,104 @@
+"""Reflection vectors: one per (reflection, field, model), stored in SQL so the
+vector indexes can always be rebuilt from here."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from sqlalchemy import exists, select
+from sqlalchemy.orm import Session
+
+from store.database import dialect_insert
+from store.models import Embedding, Reflection, utcnow
+
+
+def update_embeddings(
+    session: Session,
+    *,
+    reflection_pk: int,
+    namespace: str,
+    kind: str,
+    model: str,
+    vectors: dict[str, np.ndarray],
+) -> None:
+    """Store one vector per field for this model, replacing an older one."""
+    for field, vec in vectors.items():
+        data = np.ascontiguousarray(vec, dtype="<f4").tobytes()
+        stmt = (
+            dialect_insert(session)(Embedding)
+            .values(
+                reflection_pk=reflection_pk,
+                namespace=namespace,
+                kind=kind,
+                field=field,
+                model=model,
+                dim=int(vec.shape[0]),
+                vector=data,
+                created_at=utcnow(),
+            )
+            .on_conflict_do_update(
+                index_elements=["reflection_pk", "field", "model"],
+                set_={"vector": data, "dim": int(vec.shape[0])},
+            )
+        )
+        session.execute(stmt)
+
+
+def read_embeddings(session: Session, reflection_pks: Sequence[int], model: str) -> dict[int, dict[str, np.ndarray]]:
+    """pk -> {field: vector} for the given model."""
+    out: dict[int, dict[str, np.ndarray]] = {}
+    if not reflection_pks:
+        return out
+    stmt = select(Embedding.reflection_pk, Embedding.field, Embedding.vector).where(
+        Embedding.reflection_pk.in_(list(reflection_pks)), Embedding.model == model
+    )
+    for pk, field, blob in session.execute(stmt):
+        out.setdefault(pk, {})[field] = np.frombuffer(blob, dtype="<f4")
+    return out
+
+
+def list_embedded_kinds(session: Session, namespace: str, model: str) -> list[tuple[str, str]]:
+    """The (kind, field) pairs that have vectors of this model in the namespace."""
+    stmt = (
+        select(Embedding.kind, Embedding.field)
+        .where(Embedding.namespace == namespace, Embedding.model == model)
+        .distinct()
+    )
+    return [(k, f) for k, f in session.execute(stmt)]
+
+
+def list_reflections_without_vector(
+    session: Session, namespace: str, model: str, *, after_pk: int, limit: int
+) -> list[Reflection]:
+    """Reflections lacking a state vector of this model (a changed model, a
+    re-encode), in pk order from `after_pk`."""
+    has_vector = exists().where(
+        Embedding.reflection_pk == Reflection.pk, Embedding.model == model, Embedding.field == "state"
+    )
+    stmt = (
+        select(Reflection)
+        .where(Reflection.namespace == namespace, Reflection.pk > after_pk, ~has_vector)
+        .order_by(Reflection.pk)
+        .limit(limit)
+    )
+    return list(session.scalars(stmt))
+
+
+def list_embedding_page(
+    session: Session, namespace: str, kind: str, field: str, model: str, *, after_pk: int, limit: int
+) -> list[tuple[int, int, bytes]]:
+    """(embedding pk, reflection pk, vector bytes) pages, for full index rebuilds."""
+    stmt = (
+        select(Embedding.pk, Embedding.reflection_pk, Embedding.vector)
+        .where(
+            Embedding.namespace == namespace,
+            Embedding.kind == kind,
+            Embedding.field == field,
+            Embedding.model == model,
+            Embedding.pk > after_pk,
+        )
+        .order_by(Embedding.pk)
+        .limit(limit)
+    )
+    return [(a, b, c) for a, b, c in session.execute(stmt)]

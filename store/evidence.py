@@ -1,0 +1,178 @@
+"""Evidence: which trajectories (and step ranges) each reflection was distilled
+from, with the credit and value each source carries, and the evidence statistics
+kept on the reflection row in step with it."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from sqlalchemy import case, delete, func, select, update
+from sqlalchemy.orm import Session
+
+from store.database import dialect_insert
+from store.index_feed import create_changes, lock_feed
+from store.models import Reflection, ReflectionEvidence, Trajectory, utcnow
+
+
+@dataclass(frozen=True)
+class EvidenceIn:
+    trajectory_pk: int
+    step_start: int | None
+    step_end: int | None
+    success: bool | None = None
+    value: float | None = None
+
+
+def create_evidence(session: Session, reflection_pk: int, evidence: Sequence[EvidenceIn]) -> int:
+    """Link evidence; a link already stored is left as is (re-run jobs). Returns new links."""
+    if not evidence:
+        return 0
+    rows = [
+        {
+            "reflection_pk": reflection_pk,
+            "trajectory_pk": e.trajectory_pk,
+            "step_start": e.step_start,
+            "step_end": e.step_end,
+            "success": e.success,
+            "value": e.value,
+        }
+        for e in evidence
+    ]
+    stmt = (
+        dialect_insert(session)(ReflectionEvidence)
+        .values(rows)
+        .on_conflict_do_nothing(index_elements=["reflection_pk", "trajectory_pk", "step_start"])
+    )
+    return session.execute(stmt).rowcount or 0
+
+
+def update_evidence_stats(session: Session, reflection_pks: Sequence[int]) -> None:
+    """Recompute the evidence_* columns from the evidence rows (after links change)."""
+    stats = _evidence_stats(session, reflection_pks)
+    now = utcnow()
+    for pk in reflection_pks:
+        n, s, f, v = stats.get(pk, (0, 0, 0, None))
+        session.execute(
+            update(Reflection)
+            .where(Reflection.pk == pk)
+            .values(evidence_count=n, evidence_successes=s, evidence_failures=f, evidence_value=v, updated_at=now)
+        )
+
+
+def _evidence_stats(session: Session, reflection_pks: Sequence[int]) -> dict[int, tuple[int, int, int, float | None]]:
+    if not reflection_pks:
+        return {}
+    e = ReflectionEvidence
+    stmt = (
+        select(
+            e.reflection_pk,
+            func.count(),
+            func.sum(case((e.success.is_(True), 1), else_=0)),
+            func.sum(case((e.success.is_(False), 1), else_=0)),
+            func.avg(e.value),
+        )
+        .where(e.reflection_pk.in_(list(reflection_pks)))
+        .group_by(e.reflection_pk)
+    )
+    return {
+        pk: (n, int(s or 0), int(f or 0), None if v is None else float(v)) for pk, n, s, f, v in session.execute(stmt)
+    }
+
+
+def list_evidence(session: Session, reflection_pks: Sequence[int]) -> dict[int, list[ReflectionEvidence]]:
+    out: dict[int, list[ReflectionEvidence]] = {pk: [] for pk in reflection_pks}
+    if not reflection_pks:
+        return out
+    stmt = select(ReflectionEvidence).where(ReflectionEvidence.reflection_pk.in_(list(reflection_pks)))
+    for row in session.scalars(stmt.order_by(ReflectionEvidence.pk)):
+        out[row.reflection_pk].append(row)
+    return out
+
+
+def update_evidence(session: Session, reflection_pk: int, evidence: Sequence[EvidenceIn]) -> None:
+    """Make the reflection cite exactly this evidence (a rebuilt card drops the
+    rollouts it no longer draws on), then refresh its statistics."""
+    session.execute(delete(ReflectionEvidence).where(ReflectionEvidence.reflection_pk == reflection_pk))
+    create_evidence(session, reflection_pk, evidence)
+    update_evidence_stats(session, [reflection_pk])
+
+
+def list_evidence_summaries(
+    session: Session, reflection_pks: Sequence[int], per_item: int
+) -> dict[int, list[tuple[str, int | None, int | None]]]:
+    """pk -> the newest `per_item` evidence links as (trajectory id, step start, step end)."""
+    out: dict[int, list[tuple[str, int | None, int | None]]] = {pk: [] for pk in reflection_pks}
+    if not reflection_pks:
+        return out
+    e = ReflectionEvidence
+    stmt = (
+        select(e.reflection_pk, Trajectory.id, e.step_start, e.step_end)
+        .join(Trajectory, Trajectory.pk == e.trajectory_pk)
+        .where(e.reflection_pk.in_(list(reflection_pks)))
+        .order_by(e.reflection_pk, e.pk.desc())
+    )
+    for pk, tid, start, end in session.execute(stmt):
+        if len(out[pk]) < per_item:
+            out[pk].append((tid, start, end))
+    return out
+
+
+def read_evidence_value_sums(session: Session, reflection_pks: Sequence[int]) -> dict[int, float]:
+    """pk -> the sum of its evidence rows' values (for LLM pool items: their votes);
+    0.0 for a reflection with no evidence."""
+    out = dict.fromkeys(reflection_pks, 0.0)
+    if reflection_pks:
+        stmt = (
+            select(ReflectionEvidence.reflection_pk, func.sum(ReflectionEvidence.value))
+            .where(ReflectionEvidence.reflection_pk.in_(list(reflection_pks)))
+            .group_by(ReflectionEvidence.reflection_pk)
+        )
+        out.update((pk, float(total or 0.0)) for pk, total in session.execute(stmt))
+    return out
+
+
+def list_evidence_trajectory_pks(session: Session, reflection_pk: int) -> set[int]:
+    """The trajectories the reflection cites."""
+    stmt = select(ReflectionEvidence.trajectory_pk).where(ReflectionEvidence.reflection_pk == reflection_pk)
+    return set(session.scalars(stmt.distinct()))
+
+
+def cites_trajectory(session: Session, reflection_pk: int, trajectory_pk: int) -> bool:
+    """Whether the reflection has any evidence from the trajectory."""
+    stmt = (
+        select(ReflectionEvidence.pk)
+        .where(ReflectionEvidence.reflection_pk == reflection_pk, ReflectionEvidence.trajectory_pk == trajectory_pk)
+        .limit(1)
+    )
+    return session.scalar(stmt) is not None
+
+
+def delete_trajectory_evidence(session: Session, namespace: str, trajectory_pk: int) -> tuple[int, list[int]]:
+    """Remove a trajectory's evidence: reflections left with none are deleted (and
+    leave the index through the feed); the others get their statistics recomputed.
+    Returns how many reflections were deleted and the pks of those still cited."""
+    lock_feed(session, namespace)
+    affected = list(
+        session.scalars(
+            select(ReflectionEvidence.reflection_pk).where(ReflectionEvidence.trajectory_pk == trajectory_pk).distinct()
+        )
+    )
+    if not affected:
+        return 0, []
+    session.execute(delete(ReflectionEvidence).where(ReflectionEvidence.trajectory_pk == trajectory_pk))
+    still_cited = set(
+        session.scalars(
+            select(ReflectionEvidence.reflection_pk).where(ReflectionEvidence.reflection_pk.in_(affected)).distinct()
+        )
+    )
+    orphans = session.execute(
+        select(Reflection.pk, Reflection.kind).where(
+            Reflection.pk.in_([pk for pk in affected if pk not in still_cited])
+        )
+    ).all()
+    if orphans:
+        session.execute(delete(Reflection).where(Reflection.pk.in_([pk for pk, _ in orphans])))
+        create_changes(session, namespace, [(kind, pk, "delete") for pk, kind in orphans])
+    update_evidence_stats(session, sorted(still_cited))
+    return len(orphans), sorted(still_cited)

@@ -40,17 +40,20 @@ def check_text(value: str, field: str, max_chars: int) -> None:
 
 def check_json(value: Any, root: str, max_chars: int) -> None:
     """Every string and key of a parsed JSON value, iteratively (a deep body must not
-    exhaust the stack here); paths are written as in error messages."""
+    exhaust the stack here), in document order (the first bad field is the one
+    named); paths are written as in error messages."""
     stack: list[tuple[Any, str]] = [(value, root)]
     while stack:
         node, path = stack.pop()
         if isinstance(node, str):
             check_text(node, path or "body", max_chars)
         elif isinstance(node, dict):
+            children = []
             for key, item in node.items():
                 child = f"{path}.{key}" if path else str(key)
                 check_text(key, child, max_chars)
-                stack.append((item, child))
+                children.append((item, child))
+            stack.extend(reversed(children))
         elif isinstance(node, list):
             stack.extend((item, f"{path}[{i}]") for i, item in reversed(list(enumerate(node))))
         elif isinstance(node, float) and not math.isfinite(node):

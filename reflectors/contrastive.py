@@ -31,14 +31,13 @@ from sqlalchemy.orm import Session
 
 from domain.jobs import Dedup, Lane, Priority, declare
 from domain.reflections import ReflectionDraft
-from domain.settings import NamespaceSettings, parse_settings
+from domain.settings import NamespaceSettings, read_settings
 from reflectors.derived import Derived, upsert_derived
 from reflectors.evidence_cards import action_key
 from reflectors.registry import Reflector, register
 from reflectors.worker import JobView, Write
 from store import embeddings as embeddings_repo
 from store import evidence as evidence_repo
-from store import namespaces as namespaces_repo
 from store import reflections as repo
 from store import reflector_queries
 from store.database import Database
@@ -181,8 +180,7 @@ class ContrastiveReflector:
     def __call__(self, job: JobView) -> Write | None:
         ns, env = job.namespace, job.payload.get("environment")
         with self.db.read() as session:
-            row = namespaces_repo.read_namespace(session, ns)
-            c = parse_settings(row.settings if row else {}).reflection.contrastive
+            c = read_settings(session, ns).reflection.contrastive
             config = ContrastiveConfig(c.similarity, c.min_support, c.min_confidence, c.min_lift)
             pairs = reflector_queries.list_exemplars_with_vectors(session, ns, env, self.embedder.name, MAX_EXEMPLARS)
             existing = reflector_queries.list_reflections_by_reflector(session, ns, NAME, env)

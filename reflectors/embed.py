@@ -14,13 +14,12 @@ from sqlalchemy.orm import Session
 
 from domain.jobs import REFLECTION_EMBED
 from domain.reflections import TASK_KEYED
-from domain.settings import NamespaceSettings, parse_settings
+from domain.settings import NamespaceSettings, read_settings
 from domain.state_text import internal_text, state_text, task_query_text
 from reflectors.registry import Reflector, register
 from reflectors.worker import JobView, Write
 from store import embeddings as embeddings_repo
 from store import index_feed
-from store import namespaces as namespaces_repo
 from store.database import Database
 from store.embedding.base import Embedder
 from store.models import Embedding, Reflection
@@ -81,8 +80,7 @@ class ReembedReflection:
             row = session.get(Reflection, job.payload["reflection_pk"])
             if row is None or row.version != job.payload["version"]:
                 return None  # deleted, or edited again: the newer version's job does the work
-            ns = namespaces_repo.read_namespace(session, row.namespace)
-            texts = reflection_texts(row, parse_settings(ns.settings if ns else {}))
+            texts = reflection_texts(row, read_settings(session, row.namespace))
         vectors = encode_texts(self.embedder, [texts])[0]  # no transaction open
 
         def write(session: Session) -> None:

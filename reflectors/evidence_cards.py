@@ -19,14 +19,13 @@ from sqlalchemy.orm import Session
 
 from domain.jobs import Dedup, Lane, Priority, declare
 from domain.reflections import ReflectionDraft
-from domain.settings import NamespaceSettings, parse_settings
+from domain.settings import NamespaceSettings, read_settings
 from domain.state_text import task_query_text
 from reflectors.derived import Derived, upsert_derived
 from reflectors.embed import encode_texts
 from reflectors.registry import Reflector, register
 from reflectors.worker import JobView, Write
 from store import evidence as evidence_repo
-from store import namespaces as namespaces_repo
 from store import trajectories as trajectories_repo
 from store.database import Database
 from store.embedding.base import Embedder
@@ -157,8 +156,7 @@ class EvidenceCardReflector:
     def __call__(self, job: JobView) -> Write | None:
         ns, task, task_hash = job.namespace, job.payload["task"], job.payload["task_hash"]
         with self.db.read() as session:
-            row = namespaces_repo.read_namespace(session, ns)
-            groups = parse_settings(row.settings if row else {}).reflection.evidence_cards.groups
+            groups = read_settings(session, ns).reflection.evidence_cards.groups
             group_ids = trajectories_repo.list_latest_group_ids(session, ns, task_hash, groups)
             trajectories = trajectories_repo.list_closed_in_groups(session, ns, task_hash, group_ids)
             steps = trajectories_repo.list_steps_for(session, [t.pk for t in trajectories])

@@ -31,7 +31,7 @@ from sqlalchemy.orm import Session
 
 from domain.jobs import TRAJECTORY_CLOSED
 from domain.reflections import ReflectionDraft
-from domain.settings import NamespaceSettings, parse_settings
+from domain.settings import NamespaceSettings, read_settings
 from domain.state_text import internal_text, state_text
 from reflectors.embed import encode_texts
 from reflectors.registry import Reflector, Trigger, register
@@ -39,7 +39,6 @@ from reflectors.worker import JobView, TransientError, Write
 from store import embeddings as embeddings_repo
 from store import evidence as evidence_repo
 from store import index_feed
-from store import namespaces as namespaces_repo
 from store import reflections as repo
 from store import trajectories as trajectories_repo
 from store.database import Database
@@ -159,8 +158,7 @@ class ExemplarReflector:
             traj = session.get(Trajectory, job.payload["trajectory_pk"])
             if traj is None:  # deleted since: nothing to derive
                 return None
-            ns = namespaces_repo.read_namespace(session, traj.namespace)
-            settings = parse_settings(ns.settings if ns else {})
+            settings = read_settings(session, traj.namespace)
             steps = trajectories_repo.list_steps(session, traj.pk)
             exemplars = build_exemplars(traj, steps, settings)
             known = set(repo.read_reflections_by_ids(session, traj.namespace, [e.id for e in exemplars]))

@@ -9,10 +9,9 @@ rebuilt from the embeddings table.
 
 from __future__ import annotations
 
-from domain.settings import parse_settings
+from domain.settings import read_settings
 from reflectors.embed import encode_texts, reflection_texts, write_vectors
 from store import embeddings as embeddings_repo
-from store import namespaces as namespaces_repo
 from store.database import Database
 from store.embedding.base import Embedder
 from store.index_registry import IndexRegistry
@@ -27,8 +26,7 @@ def reembed_missing(db: Database, embedder: Embedder, namespace: str) -> int:
     after = 0
     while True:
         with db.read() as session:
-            ns = namespaces_repo.read_namespace(session, namespace)
-            settings = parse_settings(ns.settings if ns else {})
+            settings = read_settings(session, namespace)
             rows = embeddings_repo.list_reflections_without_vector(
                 session, namespace, embedder.name, after_pk=after, limit=PAGE
             )

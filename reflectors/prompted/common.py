@@ -7,11 +7,10 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
-from domain.settings import LLMReflectionSettings, NamespaceSettings, parse_settings
+from domain.settings import LLMReflectionSettings, NamespaceSettings, read_settings
+from domain.steps import step_mapping
 from reflectors.prompts.steps import render_steps
-from store import namespaces as namespaces_repo
 from store import trajectories as trajectories_repo
 from store.database import Database
 from store.models import Step, Trajectory
@@ -59,7 +58,7 @@ def load_source(db: Database, trajectory_pk: int, reflector: str) -> Source | No
         traj = session.get(Trajectory, trajectory_pk)
         if traj is None:
             return None
-        settings = namespace_settings(session, traj.namespace)
+        settings = read_settings(session, traj.namespace)
         cfg = settings.reflection.llm
         if not cfg.enabled or reflector not in cfg.reflectors:
             return None
@@ -67,28 +66,6 @@ def load_source(db: Database, trajectory_pk: int, reflector: str) -> Source | No
     if not steps:
         return None
     return Source(traj, steps, settings)
-
-
-def namespace_settings(session: Any, namespace: str) -> NamespaceSettings:
-    row = namespaces_repo.read_namespace(session, namespace)
-    return parse_settings(row.settings if row else {})
-
-
-def step_mapping(step: Step) -> dict[str, Any]:
-    """A step as reflectors.prompts.steps renders it."""
-    return {
-        "index": step.index,
-        "observation": step.observation,
-        "state_data": step.state_data,
-        "internal_state": step.internal_state,
-        "action": step.action,
-        "result": step.result,
-        "error": step.error,
-        "reward": step.reward,
-        "done": step.done,
-        "truncated": step.truncated,
-        "caused_failure": step.caused_failure,
-    }
 
 
 def show_steps(steps: Sequence[Step], limit: int, *, max_field_chars: int = 1_500) -> tuple[list[int], str]:

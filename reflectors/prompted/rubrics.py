@@ -22,12 +22,12 @@ from sqlalchemy.orm import Session
 
 from domain.jobs import Dedup, Lane, Priority, declare
 from domain.reflections import ReflectionDraft
-from domain.settings import NamespaceSettings
+from domain.settings import NamespaceSettings, read_settings
 from domain.state_text import task_query_text
 from reflectors.embed import encode_texts, write_vectors
 from reflectors.llm_client import LLMClient
 from reflectors.llm_client.schemas import Criterion, RubricOut
-from reflectors.prompted.common import RUBRICS_NAME, namespace_settings, show_steps, stable_id
+from reflectors.prompted.common import RUBRICS_NAME, show_steps, stable_id
 from reflectors.prompts import load_prompt
 from reflectors.prompts.steps import render_outcome
 from reflectors.registry import Reflector, register
@@ -118,7 +118,7 @@ class RubricsReflector:
         ns, task, task_hash = job.namespace, job.payload["task"], job.payload["task_hash"]
         id_ = rubric_id(ns, task_hash)
         with self.db.read() as session:
-            settings = namespace_settings(session, ns)
+            settings = read_settings(session, ns)
             cfg = settings.reflection.llm
             if not cfg.enabled or "rubrics" not in cfg.reflectors:
                 return None

@@ -1,11 +1,13 @@
 """Run every benchmark that keeps a section in docs/benchmarks.md.
 
-    python -m bench [--quick] [--out docs/benchmarks.md]
+    python -m bench [--quick | --smoke] [--out docs/benchmarks.md]
 
-A benchmark joins by exposing `main(argv) -> int` that accepts `--quick` and
+A benchmark joins by exposing `main(argv) -> int` that accepts `--quick`, `--smoke` and
 `--out PATH.md` (replacing only its own marked section, plots written next to it)
 and by being listed here. `--quick` runs every benchmark at smoke sizes and, unless
 `--out` is given, writes to a temporary file: smoke numbers never land in the docs.
+`--smoke` is smaller still (seconds per benchmark, SQLite only; what tests/bench
+runs), likewise into a temporary file.
 """
 
 from __future__ import annotations
@@ -22,20 +24,25 @@ DEFAULT_OUT = Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md"
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="every benchmark's smoke run, into a temporary file")
+    size = parser.add_mutually_exclusive_group()
+    size.add_argument("--quick", action="store_true", help="every benchmark's smoke run, into a temporary file")
+    size.add_argument("--smoke", action="store_true", help="smaller still, SQLite only (tests/bench); likewise")
     parser.add_argument(
-        "--out", type=Path, help="markdown file to update (default docs/benchmarks.md; --quick: a temporary file)"
+        "--out",
+        type=Path,
+        help="markdown file to update (default docs/benchmarks.md; --quick, --smoke: a temporary file)",
     )
     parser.add_argument("--only", action="append", choices=BENCHMARKS, help="run only this one (repeatable)")
     args = parser.parse_args(argv)
+    small = ["--quick"] if args.quick else ["--smoke"] if args.smoke else []
     out = args.out
     if out is None:
-        out = Path(tempfile.mkdtemp(prefix="reflexa_bench_quick_")) / "benchmarks.md" if args.quick else DEFAULT_OUT
+        out = Path(tempfile.mkdtemp(prefix="reflexa_bench_quick_")) / "benchmarks.md" if small else DEFAULT_OUT
     worst = 0
     for name in args.only or BENCHMARKS:
         print(f"bench.{name}", file=sys.stderr, flush=True)
         module = importlib.import_module(f"bench.{name}")
-        worst = max(worst, module.main([*(["--quick"] if args.quick else []), "--out", str(out)]))
+        worst = max(worst, module.main([*small, "--out", str(out)]))
     print(f"results: {out}", file=sys.stderr)
     return worst
 

@@ -49,10 +49,11 @@ from typing import Any
 import numpy as np
 from tokenizers import Tokenizer
 
-from bench.harness import REPO, MachineFacts, wait_for_quiet
+from bench import REPO
+from bench.cpu import wait_for_quiet
+from bench.machine import MachineFacts
+from bench.processes import OFFLINE_ENV
 from store.embedding import default_model_path
-
-OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
 
 
 @dataclass(frozen=True)

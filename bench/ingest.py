@@ -1,7 +1,7 @@
 """Ingest benchmark: steps per second the server accepts over HTTP, against the raw
 floor of inserting the same rows with SQLAlchemy core.
 
-    python -m bench.ingest [--quick] [--out docs/benchmarks.md] [--out results.json]
+    python -m bench.ingest [--quick | --smoke] [--out docs/benchmarks.md] [--out results.json]
     python -m bench.ingest --profile DIR [--quick]   # same load, py-spy on the server
 
 For each backend a real uvicorn server runs on a fresh database (SQLite: one process,
@@ -50,19 +50,13 @@ from sqlalchemy import Engine, insert
 from sqlalchemy.engine import make_url
 
 from bench import pyspy
-from bench.harness import (
-    CpuSample,
-    CpuUse,
-    Databases,
-    MachineFacts,
-    add_out_option,
-    databases,
-    percentile,
-    server,
-    wait_for_quiet,
-    write_section,
-)
-from bench.payloads import environment_of, make_trajectory_steps, task_of
+from bench.agent_states import environment_of, make_trajectory_steps, task_of
+from bench.cpu import CpuSample, CpuUse, wait_for_quiet
+from bench.databases import Databases, databases
+from bench.latency import percentile
+from bench.machine import MachineFacts
+from bench.output import add_out_option, write_section
+from bench.processes import server
 from migrations import upgrade
 from store.database import create_db_engine
 from store.models import Namespace, Step, Trajectory, utcnow
@@ -76,7 +70,9 @@ BUSY_OTHER_PCT = 25.0  # "other" CPU above this during a level: the machine was 
 
 @dataclass(frozen=True)
 class Config:
-    """How long and how hard to push. FULL stays under ~5 minutes end to end, QUICK under ~1."""
+    """How long and how hard to push. FULL stays under ~5 minutes end to end, QUICK under ~1,
+    SMOKE (SQLite only unless --backend says otherwise) takes seconds: it only shows that
+    every part runs (tests/bench)."""
 
     warmup_s: float
     duration_s: float
@@ -92,6 +88,7 @@ class Config:
 
 FULL = Config(warmup_s=3.0, duration_s=15.0, floor_s=8.0)
 QUICK = Config(warmup_s=0.5, duration_s=2.5, floor_s=1.5, quiet_wait_s=2.0, busy_retries=0)
+SMOKE = Config(warmup_s=0.2, duration_s=1.0, floor_s=0.5, variants=4, quiet_wait_s=0.5, busy_retries=0)
 
 
 @dataclass(frozen=True)
@@ -630,7 +627,9 @@ def run(cfg: Config, backends: list[str], command: str, quick: bool, profile_dir
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m bench.ingest", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="short windows: a smoke run of about a minute")
+    size = parser.add_mutually_exclusive_group()
+    size.add_argument("--quick", action="store_true", help="short windows: a smoke run of about a minute")
+    size.add_argument("--smoke", action="store_true", help="1 s windows, SQLite only: seconds, for tests/bench")
     add_out_option(parser, SECTION, "Without it the markdown is printed.")
     parser.add_argument(
         "--patience",
@@ -661,19 +660,20 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parse(argv)
-    backends = args.backend or ["sqlite", "postgres"]
+    backends = args.backend or (["sqlite"] if args.smoke else ["sqlite", "postgres"])
     command = (
         "python -m bench.ingest"
         + (" --quick" if args.quick else "")
+        + (" --smoke" if args.smoke else "")
         + "".join(f" --backend {b}" for b in args.backend or [])
         + "".join(f" --out {p}" for p in args.out if p.suffix == ".md")
     )
     if args.profile:
         args.profile.mkdir(parents=True, exist_ok=True)
-    cfg = QUICK if args.quick else FULL
+    cfg = SMOKE if args.smoke else QUICK if args.quick else FULL
     if args.patience is not None:
         cfg = dataclasses.replace(cfg, quiet_wait_s=args.patience)
-    report = run(cfg, backends, command, args.quick, args.profile)
+    report = run(cfg, backends, command, args.quick or args.smoke, args.profile)
     _progress(f"  done in {report.wall_s:.0f} s")
     markdown = render_markdown(report)
     for path in args.out:

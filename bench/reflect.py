@@ -2,7 +2,7 @@
 of closed trajectories, queue lag under a steady ingest load, and the raw floor of
 the same reflector work in one process.
 
-    python -m bench.reflect [--quick] [--trajectories 10000] [--backend sqlite] [--setups 1x1,1x2,2x1]
+    python -m bench.reflect [--quick | --smoke] [--trajectories 10000] [--backend sqlite] [--setups 1x1,1x2,2x1]
                             [--out docs/benchmarks.md] [--out results.json]
 
 Per backend (SQLite, PostgreSQL): (a) the backlog is ingested with no worker running,
@@ -27,7 +27,10 @@ from importlib import metadata
 from pathlib import Path
 
 from bench import plots
-from bench.harness import OFFLINE_ENV, MachineFacts, add_out_option, databases, write_section
+from bench.databases import databases
+from bench.machine import MachineFacts
+from bench.output import add_out_option, write_section
+from bench.processes import OFFLINE_ENV
 from bench.reflect_drain import Setup, ingest_backlog, progress, run_drains
 from bench.reflect_floor import raw_floor
 from bench.reflect_lag import LagPlan, run_lag
@@ -64,6 +67,17 @@ QUICK = Config(
     lag_slo_s=10.0,
     probe_every_s=2.0,
     quiet_wait_s=2.0,
+)
+# Seconds, not minutes, SQLite only unless --backend says otherwise: only shows that
+# every part runs (tests/bench); the numbers mean little.
+SMOKE = Config(
+    shape=Shape(trajectories=24, tasks=4, environments=2),
+    setups=(Setup(1, 1),),
+    lag_fractions=(0.5,),
+    lag_window_s=3.0,
+    lag_slo_s=10.0,
+    probe_every_s=1.0,
+    quiet_wait_s=0.5,
 )
 
 
@@ -113,7 +127,9 @@ def run(cfg: Config, backends: list[str], command: str, skip_lag: bool) -> Repor
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m bench.reflect", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="200 trajectories, short lag windows: a smoke run")
+    size = parser.add_mutually_exclusive_group()
+    size.add_argument("--quick", action="store_true", help="200 trajectories, short lag windows: a smoke run")
+    size.add_argument("--smoke", action="store_true", help="24 trajectories, 1 setup, SQLite: tests/bench")
     parser.add_argument("--trajectories", type=int, help="backlog size (default 10000; quick 200)")
     parser.add_argument("--tasks", type=int, help="distinct tasks (default 300)")
     parser.add_argument("--environments", type=int, help="distinct environments (default 20)")
@@ -126,7 +142,7 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
 
 
 def _config(args: argparse.Namespace) -> Config:
-    cfg = QUICK if args.quick else FULL
+    cfg = SMOKE if args.smoke else QUICK if args.quick else FULL
     shape = {k: v for k, v in (("trajectories", args.trajectories), ("tasks", args.tasks)) if v}
     if args.environments:
         shape["environments"] = args.environments
@@ -147,7 +163,7 @@ def _command(argv: list[str], outs: list[Path]) -> str:
 def main(argv: list[str] | None = None) -> int:
     args = _parse(argv)
     cfg = _config(args)
-    backends = args.backend or ["sqlite", "postgres"]
+    backends = args.backend or (["sqlite"] if args.smoke else ["sqlite", "postgres"])
     os.environ.update(OFFLINE_ENV)
     rep = run(cfg, backends, _command(argv if argv is not None else sys.argv[1:], args.out), args.skip_lag)
     progress(f"done in {rep.wall_s / 60:.1f} min")

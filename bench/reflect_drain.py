@@ -21,8 +21,10 @@ import orjson
 from sqlalchemy import func, select
 from sqlalchemy.engine import make_url
 
-from bench.harness import CpuSample, CpuUse, Databases, server, tree_cpu_seconds, wait_for_quiet, workers
+from bench.cpu import CpuSample, CpuUse, tree_cpu_seconds, wait_for_quiet
+from bench.databases import Databases
 from bench.ingest import API_ONLY_ENV
+from bench.processes import server, workers
 from bench.reflect_queue import KindTime, QueueSample, QueueWatch, attribute, finished_jobs
 from bench.reflect_workload import Trajectory
 from migrations import upgrade

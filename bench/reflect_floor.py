@@ -29,15 +29,15 @@ from typing import Any
 
 import numpy as np
 
-from bench.harness import share_models
+from bench.processes import share_models
 from bench.reflect_workload import Trajectory
+from domain.settings import parse_settings
+from domain.state_text import task_query_text
 from reflectors.contrastive import ContrastiveConfig, find
 from reflectors.embed import encode_texts
 from reflectors.evidence_cards import build_card
 from reflectors.exemplars import build_exemplars
 from service.container import make_embedder
-from service.namespaces.schemas import parse_settings
-from service.retrieval.state_text import task_query_text
 from service.settings import Settings
 from store.models import Step
 from store.models import Trajectory as TrajectoryRow
@@ -121,7 +121,7 @@ def raw_floor(groups: Iterable[list[Trajectory]], work: Path, card_groups: int =
 
     by_env: dict[str | None, list[int]] = defaultdict(list)
     for i, e in enumerate(fresh):
-        by_env[e.values["environment"]].append(i)
+        by_env[e.draft.environment].append(i)
     config = ContrastiveConfig()
     for members in by_env.values():
         # Most-seen first, as `exemplars_with_vectors` orders them.
@@ -129,7 +129,7 @@ def raw_floor(groups: Iterable[list[Trajectory]], work: Path, card_groups: int =
         rows = [
             SimpleNamespace(
                 id=fresh[i].id,
-                content=fresh[i].values["content"],
+                content=fresh[i].draft.content,
                 evidence_successes=sum(ev.success is True for ev in fresh[i].evidence),
                 evidence_failures=sum(ev.success is False for ev in fresh[i].evidence),
             )

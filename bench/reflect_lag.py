@@ -20,6 +20,8 @@ queue drains (bounded) so each rate starts empty.
 
 from __future__ import annotations
 
+import dataclasses
+import math
 import random
 import secrets
 import threading
@@ -30,11 +32,12 @@ from pathlib import Path
 import httpx
 import orjson
 
-from bench.harness import Latency, server, workers
+from bench.agent_states import unique_state
+from bench.latency import Latency
+from bench.processes import server, workers
 from bench.reflect_drain import NAMESPACE, Setup, headers, post_batch, progress
 from bench.reflect_queue import CLOSED, QueueSample, QueueWatch, finished_jobs, last_job_id
 from bench.reflect_workload import Shape, groups
-from bench.retrieval_corpus import unique_state
 
 
 @dataclass(frozen=True)
@@ -114,7 +117,13 @@ class _Probe(threading.Thread):
 
 def _level(url: str, key: str, client: httpx.Client, plan: LagPlan, rate: float) -> LagLevel:
     window_s, slo_s = plan.window_s, plan.slo_s
-    load = groups(plan.shape, prefix=f"lag{rate:g}-", rollout_seed=int(rate * 1000) + 1)
+    # Rollouts of the backlog's tasks, as many as the window can post at this rate: the
+    # loop below posts while posted <= rate x elapsed, so at most one group past
+    # rate x window. (The backlog's size, plan.shape.trajectories, has nothing to do
+    # with it; a load cut to it ran dry mid-window at quick sizes.)
+    enough = math.ceil(rate * window_s) + plan.shape.group_max
+    shape = dataclasses.replace(plan.shape, trajectories=enough)
+    load = groups(shape, prefix=f"lag{rate:g}-", rollout_seed=int(rate * 1000) + 1)
     probe = _Probe(str(client.base_url), key, plan.probe_every_s, seed=3)
     posted = 0
     with QueueWatch(url, interval=1.0) as watch:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from bench.harness import MachineFacts
+from bench.machine import MachineFacts
 from bench.reflect_drain import DrainResult, IngestResult
 from bench.reflect_floor import FloorResult
 from bench.reflect_lag import LagResult

@@ -12,7 +12,7 @@ reflector merges instead of embedding again. Rollouts come in groups of 4-8 sibl
 of one task (`group_id`), so evidence cards fire, and outcomes are mixed, so the
 contrastive counts find actions to prefer and avoid.
 
-Texts come from bench/retrieval_corpus.py (text games, grid worlds, web pages).
+Texts come from bench/agent_states.py (text games, grid worlds, web pages).
 Deterministic: the same arguments give the same trajectories.
 """
 
@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from bench.retrieval_corpus import AgentState, corpus_states, unique_state
+from bench.agent_states import AgentState, corpus_states, unique_state
 
 Trajectory = dict[str, Any]  # the v1 API's `TrajectoryCreate`, outcome included (closed on arrival)
 

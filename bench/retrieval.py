@@ -2,7 +2,7 @@
 and 1M indexed items, against the raw floor (the same encode + index search in one
 process) and against mem0 on the same workload.
 
-    python -m bench.retrieval [--sizes 10000,100000,1000000] [--quick] [--skip-mem0]
+    python -m bench.retrieval [--sizes 10000,100000,1000000] [--quick | --smoke] [--skip-mem0]
                               [--out docs/benchmarks.md] [--out results.json] [--profile DIR]
 
 Server settings can be varied through the environment: the servers inherit every
@@ -61,14 +61,11 @@ from typing import Any
 import numpy as np
 
 from bench import plots
-from bench.harness import (
-    OFFLINE_ENV,
-    MachineFacts,
-    add_out_option,
-    databases,
-    write_section,
-)
-from bench.retrieval_config import FULL, MAX_UNIQUE, QUICK, RESULTS, SECTION, Config, progress
+from bench.databases import databases
+from bench.machine import MachineFacts
+from bench.output import add_out_option, write_section
+from bench.processes import OFFLINE_ENV
+from bench.retrieval_config import FULL, MAX_UNIQUE, QUICK, RESULTS, SECTION, SMOKE, Config, progress
 from bench.retrieval_data import embedder, load_data
 from bench.retrieval_lag import run_lag
 from bench.retrieval_report import Report, _versions, render_markdown
@@ -108,7 +105,9 @@ def _json_default(o: Any) -> Any:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.retrieval", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="10k items, small mem0 set: a smoke run of ~5 minutes")
+    size = parser.add_mutually_exclusive_group()
+    size.add_argument("--quick", action="store_true", help="10k items, small mem0 set: a smoke run of ~5 minutes")
+    size.add_argument("--smoke", action="store_true", help="300 items, 1 s windows: seconds, for tests/bench")
     parser.add_argument("--sizes", help="comma-separated item counts (default 10000,100000,1000000)")
     parser.add_argument("--skip-mem0", action="store_true", help="leave the mem0 comparison out")
     parser.add_argument("--unique", type=int, help="real encoded states (default 40000; quick 10000)")
@@ -123,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     add_out_option(parser, SECTION, "The markdown is always printed.")
     args = parser.parse_args(argv)
-    cfg = QUICK if args.quick else FULL
+    cfg = SMOKE if args.smoke else QUICK if args.quick else FULL
     changes: dict[str, Any] = {}
     if args.sizes:
         changes["sizes"] = tuple(int(s) for s in args.sizes.split(","))
@@ -136,6 +135,7 @@ def main(argv: list[str] | None = None) -> int:
     command = (
         "python -m bench.retrieval"
         + (" --quick" if args.quick else "")
+        + (" --smoke" if args.smoke else "")
         + (f" --sizes {args.sizes}" if args.sizes else "")
         + (" --skip-mem0" if args.skip_mem0 else "")
         + (f" --backend {args.backend}" if args.backend != "sqlite" else "")
@@ -143,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     if args.profile:
         args.profile.mkdir(parents=True, exist_ok=True)
-    rep = run(cfg, command, args.quick, args.skip_mem0, args.backend, args.profile)
+    rep = run(cfg, command, args.quick or args.smoke, args.skip_mem0, args.backend, args.profile)
     progress(f"done in {rep.wall_s / 60:.1f} min")
     if args.profile:
         summary = "\n".join(
@@ -156,9 +156,10 @@ def main(argv: list[str] | None = None) -> int:
     for path in args.out:
         if path.suffix == ".json":
             path.write_text(json.dumps(asdict(rep), indent=2, default=_json_default))
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    with open(RESULTS / "last-report.pickle", "wb") as f:  # re-render without re-running: render_markdown(load)
-        pickle.dump(rep, f)
+    if not args.smoke:  # a smoke run (tests/bench) keeps the last real run's pickle
+        RESULTS.mkdir(parents=True, exist_ok=True)
+        with open(RESULTS / "last-report.pickle", "wb") as f:  # re-render without re-running: render_markdown(load)
+            pickle.dump(rep, f)
     for path in args.out:
         if path.suffix != ".json":
             rep.plots = plots.retrieval(rep, path.parent)

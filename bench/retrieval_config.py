@@ -1,4 +1,4 @@
-"""What bench.retrieval runs: sizes, query counts and windows (FULL, QUICK), the
+"""What bench.retrieval runs: sizes, query counts and windows (FULL, QUICK, SMOKE), the
 names it uses, and the fixed slices of the query pool."""
 
 from __future__ import annotations
@@ -6,9 +6,7 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 
-from bench.harness import (
-    REPO,
-)
+from bench import REPO
 
 SECTION = "retrieval"
 K = 10
@@ -69,6 +67,22 @@ QUICK = Config(
     steps_per_trajectory=10,
     sigma=0.01,
     quiet_wait_s=3.0,
+)
+# Seconds, not minutes: only shows that every part runs (tests/bench); the numbers mean little.
+SMOKE = Config(
+    sizes=(300,),
+    unique=300,
+    seq_queries=20,
+    warmup=3,
+    window_s=1.0,
+    clients=2,
+    mem0_items=50,
+    mem0_queries=10,
+    lag_backlog=3,
+    lag_probes=2,
+    steps_per_trajectory=3,
+    sigma=0.01,
+    quiet_wait_s=0.5,
 )
 
 # The query pool, fixed whatever the config (a config uses a prefix of each slice),

@@ -16,9 +16,9 @@ from typing import Any
 import faiss
 import numpy as np
 
-from bench.harness import (
-    MODELS_DIR,
-)
+from bench.agent_states import VERSION as CORPUS_VERSION
+from bench.agent_states import AgentState, corpus_states, fingerprint, query_states
+from bench.processes import MODELS_DIR
 from bench.retrieval_config import (
     CHUNK,
     CMP,
@@ -30,8 +30,6 @@ from bench.retrieval_config import (
     K,
     progress,
 )
-from bench.retrieval_corpus import VERSION as CORPUS_VERSION
-from bench.retrieval_corpus import AgentState, corpus_states, fingerprint, query_states
 
 
 def embedder(threads: int, batch_size: int = 64) -> Any:
@@ -48,12 +46,13 @@ def _bulk_embedder() -> Any:
 
 
 def _encode_cached(texts: list[str], path: Path) -> np.ndarray:
-    """The vectors of `texts`, from `path` if it holds exactly these (a smoke run's
-    smaller chunk is re-encoded), else encoded and saved there."""
+    """The vectors of `texts`, from `path` if it holds these or more (the texts are a
+    prefix of the chunk's, as a smaller `--unique` asks: the first rows answer), else
+    encoded and saved there."""
     if path.exists():
         vectors = np.load(path)
-        if vectors.shape == (len(texts), 384):
-            return vectors
+        if vectors.shape[1:] == (384,) and len(vectors) >= len(texts):
+            return np.ascontiguousarray(vectors[: len(texts)])
     started = time.perf_counter()
     vectors = np.ascontiguousarray(_bulk_embedder().encode(texts), dtype=np.float32)
     progress(f"  encoded {len(texts):,} texts in {time.perf_counter() - started:.0f} s -> {path.name}")

@@ -11,9 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from bench.harness import (
-    Latency,
-)
+from bench.latency import Latency
 from bench.retrieval_config import K
 
 

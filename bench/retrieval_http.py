@@ -12,11 +12,8 @@ from dataclasses import dataclass
 
 import httpx
 
-from bench.harness import (
-    CpuSample,
-    CpuUse,
-    Latency,
-)
+from bench.cpu import CpuSample, CpuUse
+from bench.latency import Latency
 from bench.retrieval_server import Server, cache_counts, headers, item_index, retrieve_body
 
 

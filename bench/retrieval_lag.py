@@ -15,15 +15,11 @@ from typing import Any
 import httpx
 import orjson
 
-from bench.harness import (
-    CpuSample,
-    CpuUse,
-    Databases,
-    Latency,
-    wait_for_quiet,
-)
+from bench.agent_states import unique_state
+from bench.cpu import CpuSample, CpuUse, wait_for_quiet
+from bench.databases import Databases
+from bench.latency import Latency
 from bench.retrieval_config import LAG_NS, Config, progress
-from bench.retrieval_corpus import unique_state
 from bench.retrieval_server import headers, proc_memory_mb, retrieve_body, serve
 from migrations import upgrade
 

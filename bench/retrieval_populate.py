@@ -11,8 +11,8 @@ from datetime import UTC, datetime
 import numpy as np
 from sqlalchemy import insert, select
 
+from bench.agent_states import AgentState
 from bench.retrieval_config import BATCH, ID_PREFIX, progress
-from bench.retrieval_corpus import AgentState
 from store.database import create_db_engine
 from store.models import Embedding, IndexChange, Namespace, Reflection, ReflectionEvidence, Trajectory
 

@@ -9,9 +9,7 @@ from dataclasses import dataclass, field
 from importlib import metadata
 from typing import Any
 
-from bench.harness import (
-    MachineFacts,
-)
+from bench.machine import MachineFacts
 from bench.retrieval_lag import LagResult
 from bench.retrieval_size import SizeResult
 from service.settings import WorkerSettings

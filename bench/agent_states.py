@@ -1,4 +1,6 @@
-"""Agent states for the retrieval benchmark: what an agent observes, what it did.
+"""The synthetic agent states every benchmark of the suite sends: what an agent
+observes, what it did. bench.ingest posts them as trajectory steps, bench.retrieval
+indexes and queries them, bench.reflect rolls them out as RL-style trajectories.
 
 Three families, each rendered from a structured state so that near-duplicates are
 real near-duplicates (the same room with one object moved, the same grid view one
@@ -21,6 +23,12 @@ revisits (an earlier state with one detail changed), as agents produce.
 Queries are held out: each is an earlier corpus state changed in one detail and
 usually rendered with other wording (a paraphrase), never equal to any corpus text;
 so the server has never embedded the query text and its cache cannot answer it.
+
+Ingest steps (`make_trajectory_steps`) are episodes of the same states, fitted to the
+sizes agents log (see that section). They used to come from a word-list generator of
+their own (bench/payloads.py: filler words around a room or an accessibility tree);
+the sizes, JSON shapes and web / text-game split are kept (a mean step of ~845 bytes
+of JSON, was ~855), so ingest numbers stay comparable.
 """
 
 from __future__ import annotations
@@ -387,3 +395,93 @@ def unique_state(rng: random.Random, tag: str) -> AgentState:
     state = _new_state(rng)
     item = _to_agent_state(state, rng.randrange(3), rng)
     return AgentState(item.environment, f"{item.observation} [{tag}]", item.action, item.result, item.thought)
+
+
+# -- as ingest steps (bench.ingest) --------------------------------------------------------
+# Storage cost depends on sizes and JSON shapes, not on meaning. An ingest step is a
+# state of an episode rendered as above, fitted to what agents log: a 300-600
+# character observation, an ~80 character thought, a ~100 character result (padded
+# with filler sentences or cut), a small structured state dict, and an action that is
+# a text command (text games) or a tool-call object (web agents). Seeded: every run
+# sends byte-identical payloads.
+
+Step = dict[str, Any]
+
+_HOSTS = ["shop.example.com", "forum.example.org", "gitlab.example.net", "maps.example.io"]
+_TOOLS = ["click", "type", "scroll", "select_option", "goto", "hover"]
+_FILLER_TEXT = (
+    "the a of to and in is it you that he was for on are with as his they be at one have this from "
+    "or had by hot word but what some we can out other were all there when up use your how said an "
+    "each she which do their time if will way about many then them write would like so these her"
+)
+_FILLER = _FILLER_TEXT.split()
+
+
+def _sentence(rng: random.Random, words: int) -> str:
+    return " ".join(rng.choice(_FILLER) for _ in range(words)).capitalize() + "."
+
+
+def _fit(text: str, low: int, high: int, rng: random.Random) -> str:
+    """Pad with filler sentences or cut so the length lands in [low, high]."""
+    target = rng.randint(low, high)
+    while len(text) < target:
+        text += " " + _sentence(rng, 8)
+    return text[:target]
+
+
+def _tool_call(rng: random.Random) -> dict[str, Any]:
+    tool = rng.choice(_TOOLS)
+    args: dict[str, Any] = {"element_id": rng.randint(100, 9999)}
+    if tool == "type":
+        args["text"] = " ".join(rng.choice(_FILLER) for _ in range(4))
+        args["press_enter"] = rng.random() < 0.5
+    return {"name": tool, "arguments": args}
+
+
+def _step(state: dict[str, Any], rng: random.Random, index: int, web: bool) -> Step:
+    """One step in the v1 API shape (`StepCreate`), with an explicit index."""
+    _, observation = _render(state, rng.randrange(3))
+    action, result, thought = _act(state, rng)
+    data: dict[str, Any] = {
+        "step": index,
+        "score": rng.randint(0, 100),
+        "inventory": rng.sample(OBJECTS, rng.randint(0, 3)),
+    }
+    if web:
+        data["url"] = f"https://{rng.choice(_HOSTS)}/item/{rng.randint(1, 99999)}"
+    return {
+        "index": index,
+        "state": {"observation": _fit(observation, 300, 600, rng), "data": data},
+        "internal_state": _fit(thought, 70, 90, rng),
+        "action": _tool_call(rng) if web else action,
+        "result": _fit(result, 90, 110, rng),
+        "reward": 1.0 if rng.random() < 0.02 else 0.0,
+    }
+
+
+def make_trajectory_steps(seed: int, n_steps: int) -> list[Step]:
+    """The steps of one episode: even seeds are web-agent episodes (web pages), odd
+    ones text games (rooms). Each step is the previous state with one detail changed,
+    or 1 time in 4 a new state of the same family."""
+    rng = random.Random(seed)
+    web = seed % 2 == 0
+    new = _new_web if web else _new_room
+    state = new(rng)
+    steps = []
+    for i in range(n_steps):
+        if i:
+            state = _mutate(state, rng) if rng.random() < 0.75 else new(rng)
+        steps.append(_step(state, rng, i, web))
+    return steps
+
+
+def environment_of(seed: int) -> str:
+    return "webshop" if seed % 2 == 0 else "alfworld"
+
+
+def task_of(seed: int) -> str:
+    rng = random.Random(-seed - 1)
+    if seed % 2 == 0:
+        product, budget, host = rng.choice(PRODUCTS), rng.randint(5, 80), rng.choice(_HOSTS)
+        return f"Buy the cheapest {product} under ${budget} with at least 4 stars on {host}"
+    return f"Put a {rng.choice(['hot', 'cool', 'clean'])} {rng.choice(OBJECTS)} in the {rng.choice(FURNITURE)}."

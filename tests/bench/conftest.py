@@ -1,0 +1,11 @@
+"""The benchmarks live at the repository root (``bench/``), not in an installed
+package: make them importable however pytest was started."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+ROOT = str(Path(__file__).resolve().parents[2])
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)

@@ -34,9 +34,31 @@ class RankingSettings(RequestModel):
     internal_weight: float = Field(
         0.3, ge=0.0, le=1.0, description="weight of the internal-state match when query and item both have one"
     )
-    utility_weight: float = Field(0.5, ge=0.0, le=2.0, description="how far utility moves the score")
+    utility_weight: float = Field(
+        0.5, ge=0.0, le=2.0, description="how far utility moves an item within the similarity band"
+    )
+    similarity_band: float = Field(
+        0.05,
+        ge=0.0,
+        le=1.0,
+        description="utility and recency reorder only items whose similarities are within this of each other; "
+        "an exact match of the query state always ranks above every other item (docs/retrieval.md)",
+    )
     recency_weight: float = Field(0.1, ge=0.0, le=1.0, description="share of the score that decays with age")
     recency_half_life_days: float = Field(30.0, gt=0.0, description="age at which recency counts half")
+
+
+class CreditSettings(RequestModel):
+    """How a reported outcome is shared among what a retrieval served (docs/retrieval.md)."""
+
+    unnamed_top_k: int = Field(
+        3,
+        ge=0,
+        le=100,
+        description="an outcome that names no item_ids (and an episode closing over its retrievals) credits only "
+        "the served items ranked in the top this-many: an agent acts on what ranks first, not on all 100 look-alikes "
+        "of a context; 0 credits every served item",
+    )
 
 
 class ContrastiveSettings(RequestModel):
@@ -124,6 +146,7 @@ class NamespaceSettings(RequestModel):
     gamma: float = Field(0.95, ge=0.0, le=1.0, description="discount for return-to-go")
     state_text: StateTextSettings = Field(default_factory=StateTextSettings)
     ranking: RankingSettings = Field(default_factory=RankingSettings)
+    credit: CreditSettings = Field(default_factory=CreditSettings)
     reflection: ReflectionSettings = Field(default_factory=ReflectionSettings)
 
 

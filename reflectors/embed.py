@@ -8,10 +8,13 @@ rubrics by their task; other kinds by their `text` (their trigger / when-to-use)
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import numpy as np
 from sqlalchemy import delete
 from sqlalchemy.orm import Session
 
+from domain.hashing import text_hash
 from domain.jobs import REFLECTION_EMBED
 from domain.reflections import TASK_KEYED
 from domain.settings import NamespaceSettings, read_settings
@@ -53,9 +56,21 @@ def encode_texts(embedder: Embedder, per_row: list[dict[str, str]]) -> list[dict
     return out
 
 
-def write_vectors(session: Session, row: Reflection, model: str, vectors: dict[str, np.ndarray]) -> None:
-    """Replace the row's vectors of this model (a field no longer present goes) and
-    put it on the index feed."""
+def text_hashes(texts: Mapping[str, str]) -> dict[str, str]:
+    """field -> the hash stored beside the field's vector (an exact match is the same hash)."""
+    return {field: text_hash(text) for field, text in texts.items()}
+
+
+def write_vectors(
+    session: Session,
+    row: Reflection,
+    model: str,
+    vectors: Mapping[str, np.ndarray],
+    hashes: Mapping[str, str] | None = None,
+) -> None:
+    """Replace the row's vectors of this model (a field no longer present goes), with
+    the hashes of the texts they encode when they encode texts, and put the row on
+    the index feed."""
     index_feed.lock_feed(session, row.namespace)
     session.execute(
         delete(Embedding).where(
@@ -63,7 +78,13 @@ def write_vectors(session: Session, row: Reflection, model: str, vectors: dict[s
         )
     )
     embeddings_repo.update_embeddings(
-        session, reflection_pk=row.pk, namespace=row.namespace, kind=row.kind, model=model, vectors=vectors
+        session,
+        reflection_pk=row.pk,
+        namespace=row.namespace,
+        kind=row.kind,
+        model=model,
+        vectors=vectors,
+        text_hashes=hashes,
     )
     index_feed.create_changes(session, row.namespace, [(row.kind, row.pk, "upsert")])
 
@@ -82,11 +103,12 @@ class ReembedReflection:
                 return None  # deleted, or edited again: the newer version's job does the work
             texts = reflection_texts(row, read_settings(session, row.namespace))
         vectors = encode_texts(self.embedder, [texts])[0]  # no transaction open
+        hashes = text_hashes(texts)
 
         def write(session: Session) -> None:
             current = session.get(Reflection, row.pk)
             if current is not None and current.version == job.payload["version"]:
-                write_vectors(session, current, self.embedder.name, vectors)
+                write_vectors(session, current, self.embedder.name, vectors, hashes)
 
         return write
 

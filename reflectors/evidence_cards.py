@@ -22,7 +22,7 @@ from domain.reflections import ReflectionDraft
 from domain.settings import NamespaceSettings, read_settings
 from domain.state_text import task_query_text
 from reflectors.derived import Derived, upsert_derived
-from reflectors.embed import encode_texts
+from reflectors.embed import encode_texts, text_hashes
 from reflectors.registry import Reflector, register
 from reflectors.worker import JobView, Write
 from store import evidence as evidence_repo
@@ -164,7 +164,8 @@ class EvidenceCardReflector:
             return None
         runs = [(t, steps[t.pk]) for t in trajectories]
         content = build_card(task, runs)
-        vectors = encode_texts(self.embedder, [{"state": task_query_text(task)}])[0]  # matched by task; no txn open
+        texts = {"state": task_query_text(task)}  # matched by its task
+        vectors = encode_texts(self.embedder, [texts])[0]  # no transaction open
         environments = {t.environment for t in trajectories}
         item = Derived(
             draft=ReflectionDraft(
@@ -184,6 +185,7 @@ class EvidenceCardReflector:
             evidence=[
                 evidence_repo.EvidenceIn(t.pk, None, None, success=t.success, value=t.reward) for t in trajectories
             ],
+            text_hashes=text_hashes(texts),
         )
 
         def write(session: Session) -> None:

@@ -33,7 +33,7 @@ from domain.jobs import TRAJECTORY_CLOSED
 from domain.reflections import ReflectionDraft
 from domain.settings import NamespaceSettings, read_settings
 from domain.state_text import internal_text, state_text
-from reflectors.embed import encode_texts
+from reflectors.embed import encode_texts, text_hashes
 from reflectors.registry import Reflector, Trigger, register
 from reflectors.worker import JobView, TransientError, Write
 from store import embeddings as embeddings_repo
@@ -95,6 +95,11 @@ class _Exemplar:
     state_text: str
     internal_text: str | None
     evidence: list[evidence_repo.EvidenceIn]
+
+    @property
+    def texts(self) -> dict[str, str]:
+        """field -> the text its vector encodes."""
+        return {"state": self.state_text} | ({"internal": self.internal_text} if self.internal_text else {})
 
 
 def build_exemplars(traj: Trajectory, steps: list[Step], settings: NamespaceSettings) -> list[_Exemplar]:
@@ -184,6 +189,7 @@ class ExemplarReflector:
                         kind=KIND,
                         model=self.embedder.name,
                         vectors=vectors[ex.id],
+                        text_hashes=text_hashes(ex.texts),
                     )
                     changes.append((KIND, row.pk, "upsert"))
                 evidence_repo.create_evidence(session, row.pk, ex.evidence)
@@ -196,9 +202,7 @@ class ExemplarReflector:
         return write
 
     def _embed(self, exemplars: list[_Exemplar]) -> dict[str, dict[str, np.ndarray]]:
-        per_row = [
-            {"state": e.state_text} | ({"internal": e.internal_text} if e.internal_text else {}) for e in exemplars
-        ]
+        per_row = [e.texts for e in exemplars]
         return {e.id: vecs for e, vecs in zip(exemplars, encode_texts(self.embedder, per_row), strict=True)}
 
 

@@ -9,8 +9,9 @@ rebuilt from the embeddings table.
 
 from __future__ import annotations
 
+from domain.reflections import TASK_KEYED
 from domain.settings import read_settings
-from reflectors.embed import encode_texts, reflection_texts, write_vectors
+from reflectors.embed import encode_texts, reflection_texts, text_hashes, write_vectors
 from store import embeddings as embeddings_repo
 from store.database import Database
 from store.embedding.base import Embedder
@@ -32,13 +33,40 @@ def reembed_missing(db: Database, embedder: Embedder, namespace: str) -> int:
             )
         if not rows:
             return done
-        vectors = encode_texts(embedder, [reflection_texts(r, settings) for r in rows])
+        texts = [reflection_texts(r, settings) for r in rows]
+        vectors = encode_texts(embedder, texts)
         with db.write() as session:
-            for r, vecs in zip(rows, vectors, strict=True):
+            for r, vecs, t in zip(rows, vectors, texts, strict=True):
                 current = session.get(Reflection, r.pk)
                 if current is not None:  # it may have gone while we encoded
-                    write_vectors(session, current, embedder.name, vecs)
+                    write_vectors(session, current, embedder.name, vecs, text_hashes(t))
         done += len(rows)
+        after = rows[-1].pk
+
+
+# Kinds whose vectors encode exactly `reflection_texts` (a contrastive heuristic's
+# vector is a centroid of states, not the encoding of a text).
+HASHABLE = frozenset({"exemplar", *TASK_KEYED})
+
+
+def backfill_text_hashes(db: Database, *, namespace: str, model: str) -> int:
+    """Give vectors written before migration 0005 the hash of the text they encode
+    (no re-encoding); returns how many reflections were filled in."""
+    done = 0
+    after = 0
+    while True:
+        with db.read() as session:
+            settings = read_settings(session, namespace)
+            rows = embeddings_repo.list_reflections_without_text_hash(
+                session, namespace, model, after_pk=after, limit=PAGE
+            )
+        if not rows:
+            return done
+        with db.write() as session:
+            for r in rows:
+                if r.kind in HASHABLE:
+                    embeddings_repo.update_text_hashes(session, r.pk, model, text_hashes(reflection_texts(r, settings)))
+                    done += 1
         after = rows[-1].pk
 
 
@@ -48,6 +76,7 @@ def reindex(db: Database, embedder: Embedder, registry: IndexRegistry, namespace
     out = {}
     for namespace in namespaces:
         reembed_missing(db, embedder, namespace)
+        backfill_text_hashes(db, namespace=namespace, model=embedder.name)
         out[namespace] = registry.rebuild(namespace)
         registry.save(namespace)
     return out

@@ -3,10 +3,10 @@ vector indexes can always be rebuilt from here."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
-from sqlalchemy import exists, select
+from sqlalchemy import exists, select, update
 from sqlalchemy.orm import Session
 
 from store.database import dialect_insert
@@ -20,11 +20,15 @@ def update_embeddings(
     namespace: str,
     kind: str,
     model: str,
-    vectors: dict[str, np.ndarray],
+    vectors: Mapping[str, np.ndarray],
+    text_hashes: Mapping[str, str] | None = None,
 ) -> None:
-    """Store one vector per field for this model, replacing an older one."""
+    """Store one vector per field for this model, replacing an older one, with the
+    hash of the text it encodes where there is one."""
+    hashes = text_hashes or {}
     for field, vec in vectors.items():
         data = np.ascontiguousarray(vec, dtype="<f4").tobytes()
+        digest = hashes.get(field)
         stmt = (
             dialect_insert(session)(Embedding)
             .values(
@@ -35,11 +39,12 @@ def update_embeddings(
                 model=model,
                 dim=int(vec.shape[0]),
                 vector=data,
+                text_hash=digest,
                 created_at=utcnow(),
             )
             .on_conflict_do_update(
                 index_elements=["reflection_pk", "field", "model"],
-                set_={"vector": data, "dim": int(vec.shape[0])},
+                set_={"vector": data, "dim": int(vec.shape[0]), "text_hash": digest},
             )
         )
         session.execute(stmt)
@@ -102,3 +107,33 @@ def list_embedding_page(
         .limit(limit)
     )
     return [(a, b, c) for a, b, c in session.execute(stmt)]
+
+
+def list_reflections_without_text_hash(
+    session: Session, namespace: str, model: str, *, after_pk: int, limit: int
+) -> list[Reflection]:
+    """Reflections whose state vector of this model has no text hash (written before
+    migration 0005), in pk order from `after_pk`: `reflexa reindex` fills them in."""
+    missing = exists().where(
+        Embedding.reflection_pk == Reflection.pk,
+        Embedding.model == model,
+        Embedding.field == "state",
+        Embedding.text_hash.is_(None),
+    )
+    stmt = (
+        select(Reflection)
+        .where(Reflection.namespace == namespace, Reflection.pk > after_pk, missing)
+        .order_by(Reflection.pk)
+        .limit(limit)
+    )
+    return list(session.scalars(stmt))
+
+
+def update_text_hashes(session: Session, reflection_pk: int, model: str, text_hashes: Mapping[str, str]) -> None:
+    """Set the text hashes of a reflection's stored vectors (the vectors stay)."""
+    for field, digest in text_hashes.items():
+        session.execute(
+            update(Embedding)
+            .where(Embedding.reflection_pk == reflection_pk, Embedding.model == model, Embedding.field == field)
+            .values(text_hash=digest)
+        )

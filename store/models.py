@@ -263,6 +263,7 @@ class Embedding(Base):
     __table_args__ = (
         UniqueConstraint("reflection_pk", "field", "model"),
         Index("ix_embeddings_ns_kind", "namespace", "kind", "field", "model"),
+        Index("ix_embeddings_model_text_hash", "model", "text_hash"),
         NO_REUSE,
     )
 
@@ -274,6 +275,9 @@ class Embedding(Base):
     model: Mapped[str] = mapped_column(String(200))
     dim: Mapped[int] = mapped_column(Integer)
     vector: Mapped[bytes] = mapped_column(LargeBinary)  # float32, little-endian, L2-normalised
+    # domain.hashing.text_hash of the text encoded (None: not a text, e.g. a centroid,
+    # or written before migration 0005 and not yet reindexed)
+    text_hash: Mapped[str | None] = mapped_column(String(32))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
 

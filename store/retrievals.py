@@ -70,6 +70,7 @@ class CandidateRow:
     evidence_failures: int
     evidence_value: float | None
     vectors: dict[str, np.ndarray] = field(default_factory=dict)
+    text_hashes: dict[str, str | None] = field(default_factory=dict)  # field -> hash of the text encoded
 
     @property
     def content(self) -> dict[str, Any]:
@@ -107,7 +108,7 @@ def list_candidates(
         return []
     r = Reflection
     stmt = (
-        select(*_CANDIDATE_COLUMNS, Embedding.field, Embedding.vector)
+        select(*_CANDIDATE_COLUMNS, Embedding.field, Embedding.vector, Embedding.text_hash)
         .join(Embedding, and_(Embedding.reflection_pk == r.pk, Embedding.model == model))
         .where(
             r.pk.in_(list(pks)),
@@ -131,11 +132,12 @@ def list_candidates(
             ~_cited_by(Trajectory.namespace == namespace, Trajectory.id.in_(list(f.exclude_trajectory_ids)))
         )
     out: dict[int, CandidateRow] = {}
-    for *columns, fld, blob in session.execute(stmt):
+    for *columns, fld, blob, digest in session.execute(stmt):
         row = out.get(columns[0])
         if row is None:
             row = out[columns[0]] = CandidateRow(*columns)
         row.vectors[fld] = np.frombuffer(blob, dtype="<f4")
+        row.text_hashes[fld] = digest
     return list(out.values())
 
 
@@ -194,11 +196,13 @@ def create_outcome(
     trajectory_id: str | None,
     details: dict[str, Any] | None,
     item_ids: Sequence[str] | None = None,
+    max_rank: int | None = None,
 ) -> int:
     """Store the outcome and credit the items the retrieval served: all of them, or
-    only `item_ids` (reflection ids the caller checked were served). Counters are
-    updated in SQL, so concurrent credits never lose an increment. Returns the
-    number of items credited. The caller checks there is no outcome yet."""
+    only `item_ids` (reflection ids the caller checked were served), or only those
+    served at a rank below `max_rank`. Counters are updated in SQL, so concurrent
+    credits never lose an increment. Returns the number of items credited. The
+    caller checks there is no outcome yet."""
     session.add(
         RetrievalOutcome(
             retrieval_id=retrieval_id,
@@ -211,6 +215,8 @@ def create_outcome(
         )
     )
     served = select(RetrievalItem.reflection_pk).where(RetrievalItem.retrieval_id == retrieval_id)
+    if max_rank is not None:
+        served = served.where(RetrievalItem.rank < max_rank)
     values: dict[str, Any] = {"uses": Reflection.uses + 1}
     if success is True:
         values["successes"] = Reflection.successes + 1

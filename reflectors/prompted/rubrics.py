@@ -24,7 +24,7 @@ from domain.jobs import Dedup, Lane, Priority, declare
 from domain.reflections import ReflectionDraft
 from domain.settings import NamespaceSettings, read_settings
 from domain.state_text import task_query_text
-from reflectors.embed import encode_texts, write_vectors
+from reflectors.embed import encode_texts, text_hashes, write_vectors
 from reflectors.llm_client import LLMClient
 from reflectors.llm_client.schemas import Criterion, RubricOut
 from reflectors.prompted.common import RUBRICS_NAME, show_steps, stable_id
@@ -148,7 +148,8 @@ class RubricsReflector:
         messages = prompt.render(task=task, environment=environment, trajectories="\n\n".join(blocks))
         result = self.llm.complete_json(messages, RubricOut, namespace=ns, purpose=prompt.id)
         content = rubric_content(task, result.parsed.criteria, labelled)
-        vectors = encode_texts(self.embedder, [{"state": task_query_text(task)[: settings.state_text.max_chars]}])[0]
+        texts = {"state": task_query_text(task)[: settings.state_text.max_chars]}
+        vectors = encode_texts(self.embedder, [texts])[0]
         window = {t.pk for t in attempts}
         evidence = [
             evidence_repo.EvidenceIn(t.pk, 0, max(0, len(steps[t.pk]) - 1), success=t.success, value=t.reward)
@@ -183,7 +184,7 @@ class RubricsReflector:
             else:
                 row.reflector_version, row.model, row.environment = prompt.id, result.model, environment
                 repo.update_reflection(session, row, content=content, text=content["text"], actor=actor, note=note)
-            write_vectors(session, row, model, vectors)
+            write_vectors(session, row, model, vectors, text_hashes(texts))
             evidence_repo.update_evidence(session, row.pk, evidence)
             if (
                 row.status == "candidate"

@@ -20,6 +20,7 @@ class NamespaceSettingsRead(ResponseModel):
     gamma: float = 0.95
     state_text: dict[str, Any] = Field(default_factory=dict)
     ranking: dict[str, Any] = Field(default_factory=dict)
+    credit: dict[str, Any] = Field(default_factory=dict)
     reflection: dict[str, Any] = Field(default_factory=dict)
 
 

@@ -3,7 +3,9 @@
 Two paths: an agent reports the outcome of one retrieval (optionally naming the
 items it acted on), or an episode closes and credits, with its own outcome, every
 retrieval it used that has no outcome yet (linked by `trajectory_id` or listed in
-`retrieval_ids`).
+`retrieval_ids`). An outcome that names no items credits only the items served in
+the top `credit.unnamed_top_k` ranks (3): a hundred served look-alikes do not each
+earn the full credit of what the agent did with the first few.
 """
 
 from __future__ import annotations
@@ -11,16 +13,33 @@ from __future__ import annotations
 from sqlalchemy.orm import Session
 
 from domain.errors import Conflict, InvalidInput
+from domain.settings import read_settings
 from service.retrieval.schemas import RetrievalOutcomeCreate, RetrievalOutcomeRead
 from store import retrievals as repo
 from store.models import Trajectory
 
 
+def unnamed_max_rank(session: Session, ns: str) -> int | None:
+    """The rank bound of an outcome that names no items (None: every served item)."""
+    top_k = read_settings(session, ns).credit.unnamed_top_k
+    return top_k or None
+
+
 def credit_closed_episode(session: Session, ns: str, traj: Trajectory) -> None:
-    """A closing episode credits the retrievals it used that have no outcome yet."""
-    for rid in repo.list_open_retrievals(session, ns, traj.id, traj.retrieval_ids or []):
+    """A closing episode credits the retrievals it used that have no outcome yet
+    (their top-ranked items: it names none)."""
+    open_ids = repo.list_open_retrievals(session, ns, traj.id, traj.retrieval_ids or [])
+    max_rank = unnamed_max_rank(session, ns) if open_ids else None
+    for rid in open_ids:
         repo.create_outcome(
-            session, ns, rid, success=traj.success, reward=traj.reward, trajectory_id=traj.id, details=None
+            session,
+            ns,
+            rid,
+            success=traj.success,
+            reward=traj.reward,
+            trajectory_id=traj.id,
+            details=None,
+            max_rank=max_rank,
         )
 
 
@@ -57,5 +76,6 @@ def credit_retrieval(
         trajectory_id=body.trajectory_id,
         details=body.details,
         item_ids=item_ids,
+        max_rank=unnamed_max_rank(session, ns) if item_ids is None else None,
     )
     return RetrievalOutcomeRead(retrieval_id=retrieval_id, success=body.success, reward=body.reward, credited_items=n)

@@ -1,16 +1,30 @@
-"""The retrieval ranking: score = similarity x utility factor x recency factor.
+"""The retrieval ranking: similarity first, utility and recency only within a band.
+
+    score = base + band * m
+    base  = 1 + band           for an exact match of the query state
+            similarity         otherwise
+    m     = clamp((u + r) / 2, -1/2, +1/2)
+    u     = utility_weight * 2 * (mean - baseline)        (the utility term)
+    r     = recency_factor - 1 = -recency_weight * (1 - 0.5 ** (age / half_life))
 
 - similarity: cosine of the state match; when the query and the item both carry an
   internal state, the joint `(1 - w) * state + w * internal` (w = ranking.internal_weight).
-- utility factor: `1 + utility_weight * 2 * (mean - baseline)`, where `mean` is the
-  posterior success rate of the item when served (Beta prior of strength 2 centred
-  on the namespace baseline) and `baseline` the namespace's success rate over all
-  reported retrievals. An item never credited has mean = baseline, factor 1: it
-  ranks on similarity alone. Items that keep failing sink; items that lift success
-  above the baseline rise; few observations move them little.
-- recency factor: `(1 - recency_weight) + recency_weight * 0.5 ** (age / half_life)`,
-  age since the item last changed (a merged exemplar changes when seen again).
-Ties break newest first, then by id, so equal inputs give equal outputs.
+- exact match: the item's state text is the query's state text (the same text
+  hash), and, when the query gives an internal state, its internal state too.
+- `mean` is the posterior success rate of the item when served (Beta prior of
+  strength 2 centred on the namespace baseline), `baseline` the namespace's success
+  rate over all reported retrievals: never credited, u = 0.
+- `band` = ranking.similarity_band.
+
+What this guarantees, whatever the utility (docs/retrieval.md argues it):
+1. an exact match outranks every non-exact item (its score is at least
+   1 + band/2, a non-exact item's at most cosine + band/2 <= 1 + band/2, and ties
+   go to the exact one);
+2. of two items whose similarities differ by more than `band`, the more similar one
+   ranks higher (|band * m| <= band/2 on each side);
+3. within the band, utility and recency reorder: items that keep failing sink,
+   items that lift success above the baseline rise; few observations move little.
+Ties break exact first, then newest, then by pk, so equal inputs give equal outputs.
 """
 
 from __future__ import annotations
@@ -61,9 +75,21 @@ def recency_factor(updated_at: datetime, now: datetime, settings: RankingSetting
     return (1.0 - settings.recency_weight) + settings.recency_weight * decay
 
 
-def score(similarity: float, u: Utility, recency: float, settings: RankingSettings) -> float:
-    factor = max(0.0, 1.0 + settings.utility_weight * 2.0 * (u.mean - u.baseline))
-    return similarity * factor * recency
+def modifier(u: Utility, recency: float, settings: RankingSettings) -> float:
+    """Utility and recency as one adjustment in [-1/2, 1/2] (of the band)."""
+    utility_term = settings.utility_weight * 2.0 * (u.mean - u.baseline)
+    return min(0.5, max(-0.5, (utility_term + recency - 1.0) / 2.0))
+
+
+def score(similarity: float, exact: bool, u: Utility, recency: float, settings: RankingSettings) -> float:
+    band = settings.similarity_band
+    base = 1.0 + band if exact else similarity
+    return base + band * modifier(u, recency, settings)
+
+
+def rank_key(score_: float, exact: bool, updated_at: datetime, pk: int) -> tuple[float, bool, float, int]:
+    """Sort ascending by this: best first, exact first on ties, then newest, then pk."""
+    return (-score_, not exact, -updated_at.timestamp(), -pk)
 
 
 def mmr_order(scores: list[float], vectors: np.ndarray, k: int, lam: float) -> list[int]:

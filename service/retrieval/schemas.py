@@ -72,9 +72,15 @@ class RetrievedItem(ResponseModel):
     version: int
     content: dict[str, Any]
     text: str
-    score: float = Field(description="the blended rank: similarity x utility x recency")
+    score: float = Field(
+        description="the rank: similarity, adjusted by utility and recency within ranking.similarity_band; "
+        "an exact match of the query state scores above every other item"
+    )
     similarity: float = Field(
         description="raw cosine of the state match (joint with internal state when both have one)"
+    )
+    exact_match: bool = Field(
+        False, description="the item's state (and internal state, when the query gave one) is the query's, exactly"
     )
     state_similarity: float
     internal_similarity: float | None = None

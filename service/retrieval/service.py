@@ -14,7 +14,7 @@ import numpy as np
 from sqlalchemy.orm import Session
 
 from domain.consistency import parse_token
-from domain.hashing import task_hash
+from domain.hashing import task_hash, text_hash
 from domain.reflections import TASK_KEYED
 from domain.settings import NamespaceSettings
 from domain.state_text import internal_text, state_text, task_query_text
@@ -50,10 +50,19 @@ class _Query:
     state: np.ndarray
     internal: np.ndarray | None
     task: np.ndarray | None
+    hashes: dict[str, str]  # "state" / "internal" / "task" -> hash of the text embedded
 
     def for_kind(self, kind: str) -> np.ndarray | None:
         """The vector an item of this kind is matched against (None: not matchable)."""
         return self.task if kind in TASK_KEYED else self.state
+
+    def is_exact(self, row: repo.CandidateRow) -> bool:
+        """The item's state text is the query's (the task's, for task-keyed kinds) and,
+        when the query has an internal state, so is its internal state."""
+        main = self.hashes.get("task" if row.kind in TASK_KEYED else "state")
+        if main is None or row.text_hashes.get("state") != main:
+            return False
+        return "internal" not in self.hashes or row.text_hashes.get("internal") == self.hashes["internal"]
 
 
 @dataclass
@@ -62,6 +71,7 @@ class _Candidate:
     state_sim: float
     internal_sim: float | None
     similarity: float
+    exact: bool
     score: float
     utility: ranking.Utility
     vector: np.ndarray
@@ -139,7 +149,12 @@ class RetrievalService:
         if req.task and TASK_KEYED.intersection(req.kinds):
             texts["task"] = task_query_text(req.task)
         vectors = dict(zip(texts, self.embedder.encode(list(texts.values())), strict=True))
-        return _Query(state=vectors["state"], internal=vectors.get("internal"), task=vectors.get("task"))
+        return _Query(
+            state=vectors["state"],
+            internal=vectors.get("internal"),
+            task=vectors.get("task"),
+            hashes={field: text_hash(text) for field, text in texts.items()},
+        )
 
     def _candidates(
         self,
@@ -190,11 +205,9 @@ class RetrievalService:
                 sim = ranking.joint_similarity(s_sim, i_sim, weight)
                 util = ranking.utility(row.successes, row.failures, row.uses, baseline)
                 rec = ranking.recency_factor(row.updated_at, now, settings.ranking)
-                out.append(
-                    _Candidate(
-                        row, s_sim, i_sim, sim, ranking.score(sim, util, rec, settings.ranking), util, vecs["state"]
-                    )
-                )
+                exact = query.is_exact(row)
+                rank = ranking.score(sim, exact, util, rec, settings.ranking)
+                out.append(_Candidate(row, s_sim, i_sim, sim, exact, rank, util, vecs["state"]))
             if req.min_score is not None:
                 out = [c for c in out if c.score >= req.min_score]
             # Filters can remove most of what the index returned: look deeper until
@@ -204,7 +217,7 @@ class RetrievalService:
             fetch *= 4
 
     def _choose(self, candidates: list[_Candidate], req: RetrieveRequest) -> list[_Candidate]:
-        ordered = sorted(candidates, key=lambda c: (-c.score, -c.row.updated_at.timestamp(), -c.row.pk))
+        ordered = sorted(candidates, key=lambda c: ranking.rank_key(c.score, c.exact, c.row.updated_at, c.row.pk))
         if req.mmr_lambda is None or len(ordered) <= 1:
             return ordered[: req.k]
         pool = ordered[: req.k * 3]
@@ -233,6 +246,7 @@ class RetrievalService:
             text=row.text,
             score=c.score,
             similarity=c.similarity,
+            exact_match=c.exact,
             state_similarity=c.state_sim,
             internal_similarity=c.internal_sim,
             utility=UtilityRead(

@@ -298,8 +298,12 @@ class RetrievedItem(ResponseModel):
     version: int
     content: JSONObject
     text: str
-    score: float = Field(description="the blended rank: similarity x utility x recency")
+    score: float = Field(
+        description="the rank: similarity, adjusted by utility and recency within the namespace's "
+        "similarity band; an exact match of the query state scores above every other item"
+    )
     similarity: float = Field(description="raw cosine of the state match (joint with internal state)")
+    exact_match: bool = Field(False, description="the item's state is the query's, exactly")
     state_similarity: float
     internal_similarity: float | None = None
     utility: Utility

@@ -1,0 +1,83 @@
+"""The ranking's guarantees, as properties over arbitrary (adversarial) inputs, and
+its arithmetic against values worked by hand (service/retrieval/ranking.py)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from domain.settings import RankingSettings
+from service.retrieval import ranking
+
+NOW = datetime(2026, 12, 1, tzinfo=UTC)
+
+candidates = st.lists(
+    st.tuples(
+        st.floats(-1.0, 1.0),  # cosine similarity
+        st.booleans(),  # exact match
+        st.integers(0, 10_000),  # successes
+        st.integers(0, 10_000),  # failures
+        st.floats(0.0, 3650.0),  # age in days
+    ),
+    min_size=2,
+    max_size=30,
+)
+weights = st.builds(
+    RankingSettings,
+    utility_weight=st.floats(0.0, 2.0),
+    recency_weight=st.floats(0.0, 1.0),
+    similarity_band=st.floats(0.0, 1.0),
+    recency_half_life_days=st.floats(0.01, 365.0),
+)
+
+
+def order(items: list[tuple[float, bool, int, int, float]], cfg: RankingSettings, baseline: float) -> list[int]:
+    keys = []
+    for pk, (sim, exact, wins, losses, age) in enumerate(items):
+        exact = exact and sim > 0.999  # an exact match has cosine 1 (same text, same vector)
+        u = ranking.utility(wins, losses, wins + losses, baseline)
+        updated = NOW - timedelta(days=age)
+        rec = ranking.recency_factor(updated, NOW, cfg)
+        keys.append((ranking.rank_key(ranking.score(sim, exact, u, rec, cfg), exact, updated, pk), pk, exact, sim))
+    return [k for k in sorted(keys)]
+
+
+@settings(max_examples=300, deadline=None)
+@given(candidates, weights, st.floats(0.01, 0.99))
+def test_an_exact_match_always_outranks_every_other_item(items, cfg, baseline) -> None:  # type: ignore[no-untyped-def]
+    ranked = order(items, cfg, baseline)
+    flags = [exact for _, _, exact, _ in ranked]
+    assert flags == sorted(flags, reverse=True)  # every exact one before every other
+
+
+@settings(max_examples=300, deadline=None)
+@given(candidates, weights, st.floats(0.01, 0.99))
+def test_utility_and_recency_never_swap_items_further_apart_than_the_band(items, cfg, baseline) -> None:  # type: ignore[no-untyped-def]
+    ranked = [r for r in order(items, cfg, baseline) if not r[2]]
+    for i, (_, _, _, sim_i) in enumerate(ranked):
+        for _, _, _, sim_j in ranked[i + 1 :]:
+            assert sim_j <= sim_i + cfg.similarity_band + 1e-9
+
+
+def test_the_score_by_hand() -> None:
+    cfg = RankingSettings()  # utility_weight 0.5, recency_weight 0.1, half-life 30 d, band 0.05
+    # Never credited, changed now: no adjustment; the score is the similarity.
+    fresh = ranking.utility(0, 0, 0, 0.5)
+    assert ranking.score(0.8, False, fresh, 1.0, cfg) == pytest.approx(0.8)
+    # 3 failures at baseline 0.5: mean = (1 + 0) / (2 + 3) = 0.2; u = 0.5 * 2 * (0.2 - 0.5) = -0.3;
+    # 30 days old: recency = 0.9 + 0.1 * 0.5 = 0.95, r = -0.05; m = (-0.3 - 0.05) / 2 = -0.175;
+    # score = 0.8 + 0.05 * -0.175 = 0.79125
+    failing = ranking.utility(0, 3, 3, 0.5)
+    assert failing.mean == pytest.approx(0.2)
+    rec = ranking.recency_factor(NOW - timedelta(days=30), NOW, cfg)
+    assert rec == pytest.approx(0.95)
+    assert ranking.score(0.8, False, failing, rec, cfg) == pytest.approx(0.79125)
+    # An exact match starts at 1 + band = 1.05 and moves within +-band/2.
+    assert ranking.score(1.0, True, failing, rec, cfg) == pytest.approx(1.05 - 0.05 * 0.175)
+    # The adjustment is clamped: 1000 successes at the largest weight move by band/2 at most.
+    loved = ranking.utility(1000, 0, 1000, 0.1)
+    big = RankingSettings(utility_weight=2.0)
+    assert ranking.score(0.5, False, loved, 1.0, big) == pytest.approx(0.5 + 0.05 * 0.5)

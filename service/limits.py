@@ -74,6 +74,12 @@ class LimitChecker:
             self.json(traj.outcome.details, f"{prefix}outcome.details")
         self.steps(traj.steps, f"{prefix}steps")
 
+    def batch_size(self, n: int, field: str, most: int) -> None:
+        if n > most:
+            raise InvalidInput(
+                f"{field} has {n} items; at most {most} are accepted per batch", field=field, rule="max_batch"
+            )
+
     def batch(self, trajectories: list[TrajectoryCreate]) -> None:
         if len(trajectories) > self.limits.max_batch_trajectories:
             raise InvalidInput(

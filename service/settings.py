@@ -28,6 +28,7 @@ class Limits(BaseModel):
     max_steps_per_request: int = Field(10_000, description="most steps in one request (all items summed)")
     max_steps_per_trajectory: int = Field(100_000, description="most steps one trajectory may hold")
     max_batch_trajectories: int = Field(1_000, description="most trajectories in one batch request")
+    max_batch_retrievals: int = Field(256, description="most states in one POST …/retrieve/batch")
     max_page_size: int = Field(500, description="largest `limit` of a list request")
 
 

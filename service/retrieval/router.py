@@ -9,6 +9,8 @@ from service.params import Ns, RetrievalId
 from service.retrieval.schemas import (
     RetrievalOutcomeCreate,
     RetrievalOutcomeRead,
+    RetrieveBatchRequest,
+    RetrieveBatchResponse,
     RetrieveRequest,
     RetrieveResponse,
 )
@@ -27,6 +29,21 @@ def retrieve(ns: Ns, body: RetrieveRequest, principal: PrincipalDep, services: S
     its evidence and utility, optionally rendered as a context block. Logged under
     `retrieval_id` so a later outcome credits what was served."""
     return services.retrieval.retrieve(principal, ns, body)
+
+
+@router.post(
+    "/retrieve/batch",
+    response_model=RetrieveBatchResponse,
+    operation_id="retrieve_batch",
+    responses={504: {"description": "a consistency_token not searchable within its wait_timeout_ms"}},
+)
+def retrieve_batch(
+    ns: Ns, body: RetrieveBatchRequest, principal: PrincipalDep, services: ServicesDep
+) -> RetrieveBatchResponse:
+    """Many states in one call (a rollout group, many agents): each gets the answer
+    `POST …/retrieve` would give it, with its own retrieval id; the texts are encoded
+    as one batch and the indexes searched together."""
+    return services.retrieval.retrieve_batch(principal, ns, body)
 
 
 @router.post(

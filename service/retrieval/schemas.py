@@ -100,6 +100,17 @@ class RetrieveResponse(ResponseModel):
     waited_ms: int = Field(0, description="time spent waiting for consistency_token")
 
 
+class RetrieveBatchRequest(RequestModel):
+    requests: list[RetrieveRequest] = Field(
+        min_length=1,
+        description="one retrieve per state, each with its own filters (at most limits.max_batch_retrievals)",
+    )
+
+
+class RetrieveBatchResponse(ResponseModel):
+    results: list[RetrieveResponse] = Field(description="in the order of `requests`, each with its own retrieval_id")
+
+
 class RetrievalOutcomeCreate(RequestModel):
     success: bool | None = None
     reward: float | None = None

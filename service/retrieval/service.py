@@ -29,6 +29,8 @@ from service.retrieval.schemas import (
     EvidenceRead,
     RetrievalOutcomeCreate,
     RetrievalOutcomeRead,
+    RetrieveBatchRequest,
+    RetrieveBatchResponse,
     RetrievedItem,
     RetrieveRequest,
     RetrieveResponse,
@@ -95,37 +97,74 @@ class RetrievalService:
     # -- retrieve ----------------------------------------------------------
 
     def retrieve(self, principal: Principal, ns: str, req: RetrieveRequest) -> RetrieveResponse:
+        return self._retrieve_many(principal, ns, [req], field="")[0]
+
+    def retrieve_batch(self, principal: Principal, ns: str, body: RetrieveBatchRequest) -> RetrieveBatchResponse:
+        """Many states at once (a trainer's rollout group, a batch of agents): one
+        encoder call for every text, one index search per (kind, field) for every
+        state, one write for every retrieval log; each state keeps its own filters,
+        k and rendering, and gets its own retrieval id."""
+        self.checker.batch_size(len(body.requests), "requests", self.checker.limits.max_batch_retrievals)
+        return RetrieveBatchResponse(results=self._retrieve_many(principal, ns, body.requests, field="requests"))
+
+    def _retrieve_many(
+        self, principal: Principal, ns: str, reqs: list[RetrieveRequest], *, field: str
+    ) -> list[RetrieveResponse]:
         principal.require(Permission.RETRIEVE, ns)
-        self.checker.json(req.state.data, "state.data")
-        token = parse_token(req.consistency_token) if req.consistency_token else None
+
+        def where(i: int, name: str) -> str:
+            return f"{field}[{i}].{name}" if field else name
+
+        for i, req in enumerate(reqs):
+            self.checker.json(req.state.data, where(i, "state.data"))
+        tokens = [
+            parse_token(r.consistency_token, where(i, "consistency_token")) if r.consistency_token else None
+            for i, r in enumerate(reqs)
+        ]
         settings, outcome_successes, outcome_total = self.namespaces.ranking_inputs(ns)
         baseline = ranking.baseline_rate(outcome_successes, outcome_total)
 
-        waited_ms = wait_for(self.db, ns, token, req.wait_timeout_ms) if token else 0
-        self.registry.sync(ns, force=token is not None)
+        waited = [0] * len(reqs)
+        for i, (req, token) in enumerate(zip(reqs, tokens, strict=True)):
+            if token is not None:  # after the first wait the others are usually done
+                waited[i] = wait_for(self.db, ns, token, req.wait_timeout_ms, where(i, "consistency_token"))
+        self.registry.sync(ns, force=any(t is not None for t in tokens))
 
-        query = self._embed_query(req, settings)
-        candidates = self._candidates(ns, req, settings, query, baseline)
-        chosen = self._choose(candidates, req)
+        queries = self._embed_queries(reqs, settings)
+        first_hits = self._search_all(ns, reqs, queries)
+        chosen = [
+            self._choose(self._candidates(ns, req, settings, query, baseline, hits), req)
+            for req, query, hits in zip(reqs, queries, first_hits, strict=True)
+        ]
 
         with self.db.read() as session:
-            evidence = evidence_repo.list_evidence_summaries(session, [c.row.pk for c in chosen], EVIDENCE_PER_ITEM)
-        items = [self._item(c, evidence.get(c.row.pk, [])) for c in chosen]
-        retrieval_id = "r_" + uuid.uuid4().hex
-        self.db.run_write(
-            lambda session: repo.create_retrieval(
-                session,
-                id=retrieval_id,
-                namespace=ns,
-                query=req.model_dump(mode="json", exclude={"consistency_token", "wait_timeout_ms", "render"}),
-                trajectory_id=req.trajectory_id,
-                items=[(c.row.pk, rank, c.score, c.similarity) for rank, c in enumerate(chosen)],
+            pks = sorted({c.row.pk for picked in chosen for c in picked})
+            evidence = evidence_repo.list_evidence_summaries(session, pks, EVIDENCE_PER_ITEM)
+        items = [[self._item(c, evidence.get(c.row.pk, [])) for c in picked] for picked in chosen]
+        ids = ["r_" + uuid.uuid4().hex for _ in reqs]
+
+        def log(session: Session) -> None:
+            for rid, req, picked in zip(ids, reqs, chosen, strict=True):
+                repo.create_retrieval(
+                    session,
+                    id=rid,
+                    namespace=ns,
+                    query=req.model_dump(mode="json", exclude={"consistency_token", "wait_timeout_ms", "render"}),
+                    trajectory_id=req.trajectory_id,
+                    items=[(c.row.pk, rank, c.score, c.similarity) for rank, c in enumerate(picked)],
+                )
+
+        self.db.run_write(log)
+        return [
+            RetrieveResponse(
+                retrieval_id=rid,
+                items=served,
+                context=render(served, req.render) if req.render else None,
+                gamma=settings.gamma,
+                waited_ms=w,
             )
-        )
-        context = render(items, req.render) if req.render else None
-        return RetrieveResponse(
-            retrieval_id=retrieval_id, items=items, context=context, gamma=settings.gamma, waited_ms=waited_ms
-        )
+            for rid, req, served, w in zip(ids, reqs, items, waited, strict=True)
+        ]
 
     def wait_searchable(self, ns: str, token: str, timeout_ms: int) -> int:
         """After a write: block (bounded) until what it queued is searchable from
@@ -137,24 +176,82 @@ class RetrievalService:
         self.registry.sync(ns, force=True)
         return waited
 
-    def _embed_query(self, req: RetrieveRequest, settings: NamespaceSettings) -> _Query:
-        texts = {
-            "state": state_text(
-                settings.state_text, observation=req.state.observation, data=req.state.data, task=req.task
+    def _embed_queries(self, reqs: list[RetrieveRequest], settings: NamespaceSettings) -> list[_Query]:
+        """Every request's texts (state, internal state, task) in one encoder call."""
+        per_request: list[dict[str, str]] = []
+        for req in reqs:
+            texts = {
+                "state": state_text(
+                    settings.state_text, observation=req.state.observation, data=req.state.data, task=req.task
+                )
+            }
+            i_text = internal_text(req.internal_state, settings.state_text.max_chars)
+            if i_text is not None:
+                texts["internal"] = i_text
+            if req.task and TASK_KEYED.intersection(req.kinds):
+                texts["task"] = task_query_text(req.task)
+            per_request.append(texts)
+        flat = [text for texts in per_request for text in texts.values()]
+        matrix = iter(self.embedder.encode(flat))
+        queries = []
+        for texts in per_request:
+            vectors = {name: next(matrix) for name in texts}
+            queries.append(
+                _Query(
+                    state=vectors["state"],
+                    internal=vectors.get("internal"),
+                    task=vectors.get("task"),
+                    hashes={name: text_hash(text) for name, text in texts.items()},
+                )
             )
-        }
-        i_text = internal_text(req.internal_state, settings.state_text.max_chars)
-        if i_text is not None:
-            texts["internal"] = i_text
-        if req.task and TASK_KEYED.intersection(req.kinds):
-            texts["task"] = task_query_text(req.task)
-        vectors = dict(zip(texts, self.embedder.encode(list(texts.values())), strict=True))
-        return _Query(
-            state=vectors["state"],
-            internal=vectors.get("internal"),
-            task=vectors.get("task"),
-            hashes={field: text_hash(text) for field, text in texts.items()},
-        )
+        return queries
+
+    @staticmethod
+    def _fetch_size(req: RetrieveRequest) -> int:
+        want = req.k * (3 if req.mmr_lambda is not None else 1)
+        return max(MIN_FETCH, want * 4)
+
+    def _search(
+        self, ns: str, kinds: list[str], vectors: list[_Query], fetch: list[int]
+    ) -> list[tuple[set[int], bool]]:
+        """Search each (kind, field) index once for all the queries: per query, the
+        pks found and whether every index gave all it has."""
+        out: list[tuple[set[int], bool]] = [(set(), True) for _ in vectors]
+        for kind in kinds:
+            for field in ("state", "internal"):
+                index = self.registry.index(ns, kind, field)
+                if index is None or len(index) == 0:
+                    continue
+                rows = [
+                    (i, v)
+                    for i, q in enumerate(vectors)
+                    if (v := (q.for_kind(kind) if field == "state" else q.internal)) is not None
+                ]
+                if not rows:
+                    continue
+                depth = min(max(fetch[i] for i, _ in rows), len(index))
+                _, ids = index.search(np.vstack([v for _, v in rows]), depth)
+                for (i, _), found_row in zip(rows, ids, strict=True):
+                    found = [int(x) for x in found_row[: min(fetch[i], len(index))] if x >= 0]
+                    pks, exhausted = out[i]
+                    pks.update(found)
+                    out[i] = (pks, exhausted and len(found) >= len(index))
+        return out
+
+    def _search_all(self, ns: str, reqs: list[RetrieveRequest], queries: list[_Query]) -> list[tuple[set[int], bool]]:
+        """The first search of every request, batched by kind: requests asking for the
+        same kinds are searched together."""
+        out: list[tuple[set[int], bool]] = [(set(), True) for _ in reqs]
+        groups: dict[tuple[str, ...], list[int]] = {}
+        for i, req in enumerate(reqs):
+            groups.setdefault(tuple(req.kinds), []).append(i)
+        for kinds, members in groups.items():
+            found = self._search(
+                ns, list(kinds), [queries[i] for i in members], [self._fetch_size(reqs[i]) for i in members]
+            )
+            for i, hit in zip(members, found, strict=True):
+                out[i] = hit
+        return out
 
     def _candidates(
         self,
@@ -163,6 +260,7 @@ class RetrievalService:
         settings: NamespaceSettings,
         query: _Query,
         baseline: float,
+        first_hits: tuple[set[int], bool],
     ) -> list[_Candidate]:
         f = req.filters
         filters = repo.CandidateFilters(
@@ -176,21 +274,11 @@ class RetrievalService:
             as_of=f.as_of,
         )
         want = req.k * (3 if req.mmr_lambda is not None else 1)
-        fetch = max(MIN_FETCH, want * 4)
+        fetch = self._fetch_size(req)
         weight = settings.ranking.internal_weight
         now = utcnow()
+        pks, exhausted = first_hits
         while True:
-            pks: set[int] = set()
-            exhausted = True
-            for kind in req.kinds:
-                for field, vector in (("state", query.for_kind(kind)), ("internal", query.internal)):
-                    index = self.registry.index(ns, kind, field)
-                    if index is None or vector is None or len(index) == 0:
-                        continue
-                    _, ids = index.search(vector.reshape(1, -1), min(fetch, len(index)))
-                    found = [int(i) for i in ids[0] if i >= 0]
-                    pks.update(found)
-                    exhausted = exhausted and len(found) >= len(index)
             with self.db.read() as session:
                 rows = repo.list_candidates(session, ns, sorted(pks), filters, self.embedder.name)
             out = []
@@ -215,6 +303,7 @@ class RetrievalService:
             if len(out) >= want or exhausted or fetch >= 100_000:
                 return out
             fetch *= 4
+            pks, exhausted = self._search(ns, list(req.kinds), [query], [fetch])[0]
 
     def _choose(self, candidates: list[_Candidate], req: RetrieveRequest) -> list[_Candidate]:
         ordered = sorted(candidates, key=lambda c: ranking.rank_key(c.score, c.exact, c.row.updated_at, c.row.pk))

@@ -31,6 +31,8 @@ from reflexa.models import (
     RenderOptions,
     RetrievalOutcome,
     RetrievalOutcomeReport,
+    RetrieveBatchRequest,
+    RetrieveBatchResult,
     RetrieveFilters,
     RetrieveRequest,
     RetrieveResult,
@@ -270,6 +272,25 @@ def retrieve(namespace: str, request: RetrieveRequest | Mapping[str, Any]) -> Op
         body=dump(body),
         retry=retry,
         server_wait=wait / 1000,
+    )
+
+
+def retrieve_batch(
+    namespace: str, requests: Sequence[RetrieveRequest | Mapping[str, Any]]
+) -> Operation[RetrieveBatchResult]:
+    body = coerce(RetrieveBatchRequest, {"requests": [coerce(RetrieveRequest, r) for r in requests]})
+    # As for one retrieve: a batch tied to episodes must not be logged twice.
+    tied = any(r.trajectory_id is not None for r in body.requests)
+    waits = [
+        (r.wait_timeout_ms if r.wait_timeout_ms is not None else 5000) for r in body.requests if r.consistency_token
+    ]
+    return Operation(
+        "POST",
+        f"/v1/namespaces/{_segment(namespace)}/retrieve/batch",
+        _reader(RetrieveBatchResult),
+        body=dump(body),
+        retry="unsent" if tied else "idempotent",
+        server_wait=sum(waits) / 1000,
     )
 
 

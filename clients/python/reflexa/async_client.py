@@ -29,6 +29,7 @@ from reflexa.models import (
     NamespaceSettings,
     Page,
     RetrievalOutcome,
+    RetrieveRequest,
     RetrieveResult,
     Role,
     StepsAppended,
@@ -36,6 +37,7 @@ from reflexa.models import (
     TrajectoryDeleted,
     TrajectoryStatus,
     TrajectoryWritten,
+    coerce,
 )
 
 
@@ -277,6 +279,37 @@ class AsyncClient:
         if mark is not None:
             session.settle(ns, mark)
         return result
+
+    async def retrieve_batch(
+        self,
+        namespace: str | None,
+        requests: Sequence[RetrieveRequest | Mapping[str, Any]],
+        *,
+        consistency: Literal["session", "none"] | str = "session",
+        wait_timeout_ms: int = 5000,
+    ) -> list[RetrieveResult]:
+        """Many states in one call (a rollout group, a batch of agents): each request
+        is what :meth:`retrieve` sends (a :class:`~reflexa.models.RetrieveRequest` or
+        its fields as a mapping: ``state``, ``internal_state``, ``task``, ``k``,
+        ``filters``, ``render``, ``trajectory_id``, …), and each result is what it
+        would answer, with its own ``retrieval_id``, in the order given. The texts
+        are encoded as one batch on the server. ``consistency`` as for
+        :meth:`retrieve` (the session's token goes with the first request)."""
+        ns = self._ns(namespace)
+        session = self._transport.session
+        token, mark = session.choose(ns, consistency)
+        bodies = [coerce(RetrieveRequest, r) for r in requests]
+        if token is not None and bodies and bodies[0].consistency_token is None:
+            bodies[0] = bodies[0].model_copy(update={"consistency_token": token, "wait_timeout_ms": wait_timeout_ms})
+        try:
+            result = await self._transport.send(ops.retrieve_batch(ns, bodies))
+        except ConsistencyTimeout as exc:
+            if mark is not None and exc.rule == "indexing_failed":
+                session.settle(ns, mark)
+            raise
+        if mark is not None:
+            session.settle(ns, mark)
+        return result.results
 
     async def report_retrieval_outcome(
         self,

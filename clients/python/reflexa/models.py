@@ -325,6 +325,16 @@ class RetrieveResult(ResponseModel):
     waited_ms: int = Field(0, description="time the server spent waiting for the consistency token")
 
 
+class RetrieveBatchRequest(RequestModel):
+    """Many states in one call: each request as for a single retrieve."""
+
+    requests: list[RetrieveRequest] = Field(min_length=1)
+
+
+class RetrieveBatchResult(ResponseModel):
+    results: list[RetrieveResult]
+
+
 class RetrievalOutcome(ResponseModel):
     """The answer to a retrieval outcome; ``credited_items`` is 0 for an identical repeat."""
 

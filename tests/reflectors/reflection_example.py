@@ -20,6 +20,7 @@ from fastapi.testclient import TestClient
 from migrations import upgrade
 from service.app import create_app
 from tests.conftest import ADMIN_KEY, make_settings
+from tests.fixtures import drain
 from tests.reflectors.openai_server import json_answer, serve_scripted_llm
 
 NS = "/v1/namespaces/shop"
@@ -251,7 +252,7 @@ def main() -> None:
         with TestClient(create_app(settings), headers={"Authorization": f"Bearer {ADMIN_KEY}"}) as api:
             api.post("/v1/namespaces", json={"name": "shop"}).raise_for_status()
             api.post(f"{NS}/trajectories/batch", json={"trajectories": TRAJECTORIES}).raise_for_status()
-            api.app.state.services.worker.run_until_idle()  # type: ignore[attr-defined]
+            drain(api)
             assert llm.unused == 0 and llm.exhausted == 0, (llm.unused, llm.exhausted)
             out = [block("POST /v1/namespaces/shop/trajectories/batch", {"trajectories": TRAJECTORIES})]
             jobs = api.get(f"{NS}/jobs", params={"limit": 100}).json()["items"]

@@ -3,25 +3,20 @@ process, increments never lost under concurrency, the day renews at UTC midnight
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from sqlalchemy import text
 
 from reflectors.llm_client import LLMBudgetExceeded, SqlTokenBudget
 from store.database import Database
+from tests.fixtures import make_db
 
 
 @pytest.fixture
-def db(database_url: str):  # type: ignore[no-untyped-def]
-    database = Database(database_url)
-    with database.write() as session:
-        for ns in ("a", "b"):
-            session.execute(
-                text("INSERT INTO namespaces (name, settings, created_at) VALUES (:n, '{}', CURRENT_TIMESTAMP)"),
-                {"n": ns},
-            )
+def db(database_url: str) -> Iterator[Database]:
+    database = make_db(database_url, "a", "b")
     yield database
     database.dispose()
 

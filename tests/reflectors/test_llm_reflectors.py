@@ -15,16 +15,17 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
+from domain.hashing import task_hash
 from reflectors.prompted.heuristics import heuristic_id, heuristic_text
 from reflectors.prompted.rubrics import rubric_id
 from reflectors.prompted.skills import skill_id
 from reflectors.worker import JobView, Worker
 from service.app import create_app
-from domain.hashing import task_hash
 from store import jobs as jobs_repo
 from store.embedding.hashing import HashingEmbedder
 from store.models import Job
 from tests.conftest import ADMIN_KEY, make_settings
+from tests.fixtures import create_namespace, drain, post_trajectory, step
 from tests.reflectors.openai_server import Answer, HttpError, ScriptedLLM, Stall, json_answer
 
 NS = "/v1/namespaces/mem"
@@ -65,43 +66,31 @@ def api_llm(
 
 
 def make_ns(api: TestClient, **llm: Any) -> None:
-    body = {"name": "mem", "settings": {"reflection": {"llm": llm}}}
-    assert api.post("/v1/namespaces", json=body).status_code == 201
+    create_namespace(api, "mem", reflection={"llm": llm})
 
 
 def worker(api: TestClient) -> Worker:
     return api.app.state.services.worker  # type: ignore[attr-defined,no-any-return]
 
 
-def drain(api: TestClient) -> int:
-    return worker(api).run_until_idle()
-
-
 def steps(n: int = 3, *, fail_at: int | None = None) -> list[dict[str, Any]]:
     actions = ["look around", "open door", "take key", "unlock door", "open door"]
     return [
-        {
-            "state": {"observation": f"Room {i}: a locked door, a key on the table."},
-            "internal_state": "get out of the room",
-            "action": actions[i % len(actions)],
-            "result": "nothing happens" if i % 2 else "you see a door and a key",
-            "caused_failure": i == fail_at,
-        }
+        step(
+            f"Room {i}: a locked door, a key on the table.",
+            actions[i % len(actions)],
+            internal_state="get out of the room",
+            result="nothing happens" if i % 2 else "you see a door and a key",
+            caused_failure=i == fail_at,
+        )
         for i in range(n)
     ]
 
 
 def post(api: TestClient, id: str, success: bool, *, task: str = "leave the room", **fields: Any) -> None:
-    body = {
-        "id": id,
-        "task": task,
-        "environment": ENV,
-        "steps": fields.pop("steps", None) or steps(3, fail_at=None if success else 2),
-        "outcome": {"success": success},
-        **fields,
-    }
-    r = api.post(f"{NS}/trajectories", json=body)
-    assert r.status_code == 201, r.text
+    default_steps = steps(3, fail_at=None if success else 2)
+    body = {"environment": ENV, "success": success, **fields, "steps": fields.get("steps") or default_steps}
+    post_trajectory(api, "mem", id, task=task, **body)
 
 
 def heuristic(
@@ -588,9 +577,8 @@ def test_a_job_run_twice_writes_once(api_llm: TestClient, scripted_llm: Scripted
     drain(api)
     services = api.app.state.services  # type: ignore[attr-defined]
     handler = services.worker.handlers["reflect.heuristics"]
-    others = {k: h for k, h in services.worker.handlers.items() if k != "reflect.heuristics"}
     post(api, "t2", True)
-    Worker(services.db, others).run_until_idle()  # index t2, leave its reflection job queued
+    drain(api, skip={"reflect.heuristics"})  # index t2, leave its reflection job queued
     with services.db.read() as session:
         [row] = jobs_repo.list_jobs(session, "mem", status="queued", kind=None, before_id=None, limit=9)
         job = JobView(row.id, row.namespace, row.kind, dict(row.payload), 1)

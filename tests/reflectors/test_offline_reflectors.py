@@ -10,31 +10,21 @@ import pytest
 from fastapi.testclient import TestClient
 
 from reflectors.contrastive import neighbourhoods, wilson_lower
+from tests.fixtures import create_namespace, drain, post_trajectory, step
 
 NS = "/v1/namespaces/off"
 EDGE = "You stand at the edge of a steep cliff. The river roars far below. Wind from the {}."
 
 
-def drain(api: TestClient) -> int:
-    return api.app.state.services.worker.run_until_idle()  # type: ignore[attr-defined]
-
-
 @pytest.fixture
 def api(client: TestClient) -> TestClient:
-    assert client.post("/v1/namespaces", json={"name": "off"}).status_code == 201
+    create_namespace(client, "off")
     return client
 
 
 def episode(api: TestClient, id: str, steps: list[dict[str, Any]], success: bool, **fields: Any) -> None:
-    body = {
-        "id": id,
-        "task": fields.pop("task", "cross the valley"),
-        "environment": "valley",
-        "steps": steps,
-        "outcome": {"success": success},
-        **fields,
-    }
-    assert api.post(f"{NS}/trajectories", json=body).status_code == 201, body
+    body = {"task": "cross the valley", "environment": "valley", "steps": steps, "success": success, **fields}
+    post_trajectory(api, "off", id, **body)
 
 
 def heuristics(api: TestClient, **params: Any) -> list[dict[str, Any]]:
@@ -55,18 +45,8 @@ def test_wilson_and_clustering_basics() -> None:
 def test_contrastive_heuristics_from_outcomes(api: TestClient) -> None:
     winds = ["north", "south", "east", "west", "north-east", "south-west", "north-west"]
     for i, wind in enumerate(winds):
-        episode(
-            api,
-            f"jump{i}",
-            [{"state": {"observation": EDGE.format(wind)}, "action": "jump", "caused_failure": True}],
-            success=False,
-        )
-        episode(
-            api,
-            f"climb{i}",
-            [{"state": {"observation": EDGE.format(wind)}, "action": "climb down the rope"}],
-            success=True,
-        )
+        episode(api, f"jump{i}", [step(EDGE.format(wind), "jump", caused_failure=True)], success=False)
+        episode(api, f"climb{i}", [step(EDGE.format(wind), "climb down the rope")], success=True)
     drain(api)
     found = {h["content"]["polarity"]: h for h in heuristics(api)}
     avoid, prefer = found["avoid"], found["prefer"]
@@ -87,12 +67,7 @@ def test_contrastive_heuristics_from_outcomes(api: TestClient) -> None:
     assert {i["content"]["action"] for i in r.json()["items"]} == {"jump", "climb down the rope"}
 
     # More evidence revises the same heuristics in place (no duplicates)...
-    episode(
-        api,
-        "jump-more",
-        [{"state": {"observation": EDGE.format("south-east")}, "action": "jump", "caused_failure": True}],
-        success=False,
-    )
+    episode(api, "jump-more", [step(EDGE.format("south-east"), "jump", caused_failure=True)], success=False)
     drain(api)
     again = heuristics(api)
     assert len(again) == 2
@@ -100,7 +75,7 @@ def test_contrastive_heuristics_from_outcomes(api: TestClient) -> None:
     assert avoid2["id"] == avoid["id"] and avoid2["version"] == 2 and avoid2["content"]["support"]["failures"] == 8
     # ...and when jumping starts to work, "avoid jump" stops being served.
     for i, wind in enumerate(winds * 3):
-        episode(api, f"ok-jump{i}", [{"state": {"observation": EDGE.format(wind)}, "action": "jump"}], success=True)
+        episode(api, f"ok-jump{i}", [step(EDGE.format(wind), "jump")], success=True)
     drain(api)
     assert api.get(f"{NS}/reflections/{avoid['id']}").json()["status"] == "candidate"
     history = api.get(f"{NS}/reflections/{avoid['id']}/history").json()
@@ -109,24 +84,14 @@ def test_contrastive_heuristics_from_outcomes(api: TestClient) -> None:
 
 def test_small_samples_make_no_heuristic(api: TestClient) -> None:
     for i in range(3):
-        episode(
-            api,
-            f"j{i}",
-            [{"state": {"observation": EDGE.format("north")}, "action": "jump", "caused_failure": True}],
-            success=False,
-        )
+        episode(api, f"j{i}", [step(EDGE.format("north"), "jump", caused_failure=True)], success=False)
     drain(api)
     assert heuristics(api) == []
 
 
 def steps(*actions: str, fail_at: int | None = None) -> list[dict[str, Any]]:
     return [
-        {
-            "state": {"observation": f"Room {i}: a locked door and a window."},
-            "action": a,
-            "caused_failure": i == fail_at,
-        }
-        for i, a in enumerate(actions)
+        step(f"Room {i}: a locked door and a window.", a, caused_failure=i == fail_at) for i, a in enumerate(actions)
     ]
 
 

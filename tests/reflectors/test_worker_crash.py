@@ -17,6 +17,7 @@ from service.settings import Settings
 from store.database import Database
 from store.models import Job, Reflection, ReflectionEvidence, Step
 from tests.conftest import ADMIN_KEY, make_settings
+from tests.fixtures import create_namespace, step
 
 REFLEXA = str(Path(sys.executable).with_name("reflexa"))
 EPISODES = 60
@@ -42,19 +43,14 @@ def _ingest(settings: Settings) -> None:
     from service.app import create_app
 
     with TestClient(create_app(settings), headers={"Authorization": f"Bearer {ADMIN_KEY}"}) as c:
-        c.post(
-            "/v1/namespaces", json={"name": "crash", "settings": {"reflection": {"contrastive": {"enabled": False}}}}
-        )
+        create_namespace(c, "crash", reflection={"contrastive": {"enabled": False}})
         batch = [
             {
                 "id": f"e{i}",
                 "task": "t",
                 "environment": "maze",
                 "outcome": {"success": i % 2 == 0},
-                "steps": [
-                    {"state": {"observation": f"corridor {i % 7} junction {j}"}, "action": f"turn {j % 3}"}
-                    for j in range(STEPS)
-                ],
+                "steps": [step(f"corridor {i % 7} junction {j}", f"turn {j % 3}") for j in range(STEPS)],
             }
             for i in range(EPISODES)
         ]

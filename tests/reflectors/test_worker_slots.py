@@ -11,14 +11,8 @@ from sqlalchemy import select
 from reflectors.worker import JobView, Worker, WorkerConfig
 from store import jobs as jobs_repo
 from store.database import Database
-from store.models import Job, Namespace, utcnow
-
-
-def make_db(database_url: str) -> Database:
-    db = Database(database_url)
-    with db.write() as s:
-        s.add(Namespace(name="w", settings={}, created_at=utcnow()))
-    return db
+from store.models import Job
+from tests.fixtures import make_db
 
 
 def enqueue(db: Database, kind: str, key: str, priority: int = 100) -> int:
@@ -37,7 +31,7 @@ def wait_done(db: Database, ids: list[int], timeout: float = 20.0) -> bool:
 
 
 def test_a_long_job_does_not_idle_the_other_slot(database_url: str) -> None:
-    db = make_db(database_url)
+    db = make_db(database_url, "w")
     release = threading.Event()
     ran: list[str] = []
 
@@ -64,7 +58,7 @@ def test_a_long_job_does_not_idle_the_other_slot(database_url: str) -> None:
 
 
 def test_the_ageing_slot_runs_starved_work_under_a_flood(database_url: str) -> None:
-    db = make_db(database_url)
+    db = make_db(database_url, "w")
     stop_flood = threading.Event()
 
     def index(job: JobView) -> None:

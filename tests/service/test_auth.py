@@ -9,8 +9,9 @@ from fastapi.testclient import TestClient
 
 from service.app import create_app
 from tests.conftest import ADMIN_KEY, make_settings
+from tests.fixtures import create_namespace, post_trajectory, step
 
-STEP = {"state": {"observation": "o"}, "action": "a"}
+STEP = step("o", "a")
 
 
 def key(client: TestClient, role: str, namespaces: list[str]) -> dict[str, str]:
@@ -23,8 +24,8 @@ def key(client: TestClient, role: str, namespaces: list[str]) -> dict[str, str]:
 @pytest.fixture
 def two(client: TestClient) -> TestClient:
     for name in ("alpha", "beta"):
-        client.post("/v1/namespaces", json={"name": name})
-        client.post(f"/v1/namespaces/{name}/trajectories", json={"id": "t", "task": "t", "steps": [STEP]})
+        create_namespace(client, name)
+        post_trajectory(client, name, "t", steps=[STEP])
     return client
 
 

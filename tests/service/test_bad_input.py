@@ -15,9 +15,10 @@ from service.settings import Limits, Settings
 from store.database import Database
 from store.models import Job, Step, Trajectory
 from tests.conftest import ADMIN_KEY, make_settings
+from tests.fixtures import create_namespace, post_trajectory, step
 
 NS = "/v1/namespaces/proj"
-OK_STEP = {"state": {"observation": "o"}, "action": "a"}
+OK_STEP = step("o", "a")
 
 
 def counts(url: str) -> tuple[int, int, int]:
@@ -30,9 +31,9 @@ def counts(url: str) -> tuple[int, int, int]:
 
 @pytest.fixture
 def api(client: TestClient) -> TestClient:
-    client.post("/v1/namespaces", json={"name": "proj"})
-    client.post(f"{NS}/trajectories", json={"id": "open", "task": "t", "steps": [OK_STEP]})
-    client.post(f"{NS}/trajectories", json={"id": "closed", "task": "t", "outcome": {"success": True}})
+    create_namespace(client, "proj")
+    post_trajectory(client, "proj", "open", steps=[OK_STEP])
+    post_trajectory(client, "proj", "closed", success=True)
     return client
 
 
@@ -175,7 +176,7 @@ def test_body_over_the_limit_is_413_before_parsing(database_url: str, tmp_path: 
         limits=Limits(max_body_bytes=10_000),
     )
     with TestClient(create_app(settings), headers={"Authorization": f"Bearer {ADMIN_KEY}"}) as c:
-        c.post("/v1/namespaces", json={"name": "proj"})
+        create_namespace(c, "proj")
         r = c.post(f"{NS}/trajectories", json={"task": "x" * 20_000})
         assert r.status_code == 413
         assert r.json()["error"] == {
@@ -200,8 +201,8 @@ def test_trajectory_step_cap(database_url: str, tmp_path: Any) -> None:
         limits=Limits(max_steps_per_trajectory=3),
     )
     with TestClient(create_app(settings), headers={"Authorization": f"Bearer {ADMIN_KEY}"}) as c:
-        c.post("/v1/namespaces", json={"name": "proj"})
-        c.post(f"{NS}/trajectories", json={"id": "t", "task": "t", "steps": [OK_STEP] * 2})
+        create_namespace(c, "proj")
+        post_trajectory(c, "proj", "t", steps=[OK_STEP] * 2)
         r = c.post(f"{NS}/trajectories/t/steps", json={"steps": [OK_STEP] * 2})
         assert r.status_code == 422 and r.json()["error"]["rule"] == "max_steps_per_trajectory"
         assert c.get(f"{NS}/trajectories/t").json()["step_count"] == 2

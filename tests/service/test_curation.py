@@ -8,28 +8,17 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
+from tests.fixtures import create_namespace, drain, post_trajectory, step
+
 NS = "/v1/namespaces/cur"
 HALL = "A long hall with portraits; a staircase leads up."
 
 
-def drain(api: TestClient) -> int:
-    return api.app.state.services.worker.run_until_idle()  # type: ignore[attr-defined]
-
-
 @pytest.fixture
 def api(client: TestClient) -> TestClient:
-    client.post("/v1/namespaces", json={"name": "cur"})
-    body = {
-        "id": "t",
-        "task": "explore",
-        "environment": "mansion",
-        "outcome": {"success": True},
-        "steps": [
-            {"state": {"observation": HALL}, "action": "climb stairs"},
-            {"state": {"observation": "A dusty attic."}, "action": "open chest"},
-        ],
-    }
-    assert client.post(f"{NS}/trajectories", json=body).status_code == 201
+    create_namespace(client, "cur")
+    steps = [step(HALL, "climb stairs"), step("A dusty attic.", "open chest")]
+    post_trajectory(client, "cur", "t", task="explore", environment="mansion", success=True, steps=steps)
     drain(client)
     return client
 
@@ -116,7 +105,7 @@ def test_failed_jobs_keep_their_error_and_can_be_retried(api: TestClient) -> Non
         raise ValueError("the reflector choked on this trajectory")
 
     worker.handlers["trajectory.closed"] = broken
-    api.post(f"{NS}/trajectories", json={"id": "bad", "task": "t", "outcome": {"success": False}})
+    post_trajectory(api, "cur", "bad", success=False)
     drain(api)
     failed = api.get(f"{NS}/jobs", params={"status": "failed"}).json()["items"]
     assert len(failed) == 1 and "the reflector choked" in failed[0]["last_error"]

@@ -9,6 +9,7 @@ from fastapi.testclient import TestClient
 
 from service.app import SchemaOutOfDate, create_app
 from tests.conftest import make_settings
+from tests.fixtures import create_namespace, drain, post_trajectory, step
 
 
 def test_healthz_readyz(client: TestClient) -> None:
@@ -19,8 +20,8 @@ def test_healthz_readyz(client: TestClient) -> None:
 
 
 def test_metrics_count_requests_and_jobs(client: TestClient) -> None:
-    client.post("/v1/namespaces", json={"name": "m"})
-    client.post("/v1/namespaces/m/trajectories", json={"task": "t", "outcome": {"success": True}})
+    create_namespace(client, "m")
+    post_trajectory(client, "m", success=True)
     text = client.get("/metrics").text
     assert (
         'reflexa_http_requests_total{method="POST",route="/v1/namespaces/{ns}/trajectories",status="201"} 1.0' in text
@@ -46,19 +47,16 @@ def test_readyz_reports_workers_and_index(client: TestClient) -> None:
         "oldest_queued_seconds": None,
     }
     assert checks["index"]["embedder"] == "hashing-256"
-    client.post("/v1/namespaces", json={"name": "m"})
-    client.post("/v1/namespaces/m/trajectories", json={"task": "t", "outcome": {"success": True}})
+    create_namespace(client, "m")
+    post_trajectory(client, "m", success=True)
     workers = client.get("/readyz").json()["checks"]["workers"]
     assert workers["queued"] == 1 and workers["oldest_queued_seconds"] >= 0
 
 
 def test_metrics_report_cache_and_index_sizes(client: TestClient) -> None:
-    client.post("/v1/namespaces", json={"name": "m"})
-    client.post(
-        "/v1/namespaces/m/trajectories",
-        json={"task": "t", "steps": [{"state": {"observation": "o"}, "action": "a"}], "outcome": {"success": True}},
-    )
-    client.app.state.services.worker.run_until_idle()  # type: ignore[attr-defined]
+    create_namespace(client, "m")
+    post_trajectory(client, "m", steps=[step("o", "a")], success=True)
+    drain(client)
     client.post("/v1/namespaces/m/retrieve", json={"state": {"observation": "o"}})
     text = client.get("/metrics").text
     assert 'reflexa_index_vectors{field="state",kind="exemplar",namespace="m"} 1.0' in text

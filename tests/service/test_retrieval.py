@@ -11,41 +11,24 @@ import pytest
 from fastapi.testclient import TestClient
 
 from reflectors.reindex import reindex
+from tests.fixtures import create_namespace, drain, post_trajectory, step
 
 NS = "/v1/namespaces/mem"
-
-
-def step(obs: str, action: Any, **extra: Any) -> dict[str, Any]:
-    return {"state": {"observation": obs}, "action": action, **extra}
-
 
 KITCHEN = "You are in the kitchen. A kettle sits on the stove next to a sink."
 GARDEN = "You are in the garden. Roses grow by a wooden fence under the oak tree."
 CELLAR = "You are in the dark cellar. Wine barrels line the damp stone walls."
 
 
-def drain(api: TestClient) -> int:
-    return api.app.state.services.worker.run_until_idle()  # type: ignore[attr-defined]
-
-
 @pytest.fixture
 def api(client: TestClient) -> TestClient:
-    assert client.post("/v1/namespaces", json={"name": "mem", "settings": {"gamma": 0.5}}).status_code == 201
+    create_namespace(client, "mem", gamma=0.5)
     return client
 
 
 def ingest(api: TestClient, id: str, steps: list[dict[str, Any]], outcome: dict[str, Any], **fields: Any) -> str:
-    body = {
-        "id": id,
-        "task": fields.pop("task", "chores"),
-        "environment": "house",
-        "steps": steps,
-        "outcome": outcome,
-        **fields,
-    }
-    r = api.post(f"{NS}/trajectories", json=body)
-    assert r.status_code == 201, r.text
-    return r.json()["consistency_token"]
+    body = {"task": "chores", "environment": "house", "steps": steps, "outcome": outcome, **fields}
+    return str(post_trajectory(api, "mem", id, **body)["consistency_token"])
 
 
 def retrieve(api: TestClient, obs: str, **extra: Any) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from service.container import Services
 from store.database import Database
 from store.embedding import Embedder, build_embedder
 from tests.conftest import ADMIN_KEY, make_settings
+from tests.fixtures import create_namespace, drain, post_trajectory, step
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -33,7 +34,7 @@ def api(database_url: str, tmp_path: Path, model: Embedder, monkeypatch: pytest.
     real_build = Services.build
     monkeypatch.setattr(Services, "build", classmethod(lambda cls, s, db: real_build.__func__(cls, s, db, model)))
     with TestClient(create_app(settings), headers={"Authorization": f"Bearer {ADMIN_KEY}"}) as c:
-        assert c.post("/v1/namespaces", json={"name": "real"}).status_code == 201
+        create_namespace(c, "real")
         yield c
 
 
@@ -47,13 +48,12 @@ STATES = [
 
 
 def _ingest(api: TestClient, steps: list[dict[str, Any]], id: str) -> None:
-    body = {"id": id, "task": "explore", "environment": "mixed", "steps": steps, "outcome": {"success": True}}
-    assert api.post("/v1/namespaces/real/trajectories", json=body).status_code == 201
-    api.app.state.services.worker.run_until_idle()  # type: ignore[attr-defined]
+    post_trajectory(api, "real", id, task="explore", environment="mixed", steps=steps, success=True)
+    drain(api)
 
 
 def test_state_matched_exemplar_first(api: TestClient) -> None:
-    _ingest(api, [{"state": {"observation": o}, "action": a} for o, a in STATES], "mixed")
+    _ingest(api, [step(o, a) for o, a in STATES], "mixed")
     queries = {
         "In the kitchen you see a kettle, a stove and a fridge.": "take kettle",
         "Please type the card number and your billing address to pay.": "fill card number",
@@ -75,16 +75,8 @@ def test_internal_state_breaks_ties_between_equal_states(api: TestClient) -> Non
     _ingest(
         api,
         [
-            {
-                "state": {"observation": room},
-                "internal_state": "find the library to return a book",
-                "action": "go north",
-            },
-            {
-                "state": {"observation": room + " "},
-                "internal_state": "get to the garden to water plants",
-                "action": "go east",
-            },
+            step(room, "go north", internal_state="find the library to return a book"),
+            step(room + " ", "go east", internal_state="get to the garden to water plants"),
         ],
         "hall",
     )
@@ -98,7 +90,7 @@ def test_internal_state_breaks_ties_between_equal_states(api: TestClient) -> Non
 
 
 def test_vectors_are_stored_for_rebuilds(api: TestClient, database_url: str) -> None:
-    _ingest(api, [{"state": {"observation": STATES[0][0]}, "action": STATES[0][1]}], "one")
+    _ingest(api, [step(*STATES[0])], "one")
     db = Database(database_url)
     from sqlalchemy import select
 

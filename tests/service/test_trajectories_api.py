@@ -10,21 +10,20 @@ from fastapi.testclient import TestClient
 from sqlalchemy import func, select
 
 from store.database import Database
-from store.models import Job, Reflection, ReflectionEvidence, Step, Trajectory, utcnow
+from store.models import Job, Reflection, ReflectionEvidence, Step, Trajectory
+from tests import fixtures
 
 NS = "/v1/namespaces/proj"
 
 
 def step(i: int | None = None, obs: str = "room", action: Any = "look", **extra: Any) -> dict[str, Any]:
-    s: dict[str, Any] = {"state": {"observation": f"{obs} {i}"}, "action": action, **extra}
-    if i is not None:
-        s["index"] = i
-    return s
+    """A step whose observation names its index, given that index (none: the next one)."""
+    return fixtures.step(f"{obs} {i}", action, **extra, **({} if i is None else {"index": i}))
 
 
 @pytest.fixture
 def api(client: TestClient) -> TestClient:
-    assert client.post("/v1/namespaces", json={"name": "proj"}).status_code == 201
+    fixtures.create_namespace(client, "proj")
     return client
 
 
@@ -214,30 +213,8 @@ def test_delete_removes_steps_and_reflections_derived_only_from_it(api: TestClie
     with db.write() as s:
         pk1 = s.scalar(select(Trajectory.pk).where(Trajectory.id == "d1"))
         pk2 = s.scalar(select(Trajectory.pk).where(Trajectory.id == "d2"))
-        only = Reflection(
-            namespace="proj",
-            id="only",
-            kind="exemplar",
-            content={},
-            text="x",
-            reflector="r",
-            reflector_version="1",
-            created_at=utcnow(),
-            updated_at=utcnow(),
-        )
-        shared = Reflection(
-            namespace="proj",
-            id="shared",
-            kind="heuristic",
-            content={},
-            text="y",
-            reflector="r",
-            reflector_version="1",
-            created_at=utcnow(),
-            updated_at=utcnow(),
-        )
-        s.add_all([only, shared])
-        s.flush()
+        only = fixtures.add_reflection(s, "proj", "only", kind="exemplar")
+        shared = fixtures.add_reflection(s, "proj", "shared", kind="heuristic")
         s.add_all(
             [
                 ReflectionEvidence(reflection_pk=only.pk, trajectory_pk=pk1, step_start=0, step_end=1),

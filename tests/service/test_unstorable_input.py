@@ -25,6 +25,7 @@ from service.app import create_app
 from store.database import Database
 from store.models import Base
 from tests.conftest import ADMIN_KEY, make_settings
+from tests.fixtures import create_namespace, post_trajectory
 
 MAX_TEXT = 500  # limits.max_text_chars for this test, so over-long values stay small
 STEP = {"state": {"observation": "a door", "data": {"x": 1}}, "internal_state": "go", "action": "open"}
@@ -68,9 +69,8 @@ FREE_KEY = "k"  # the key under which a free-form object (metadata, state data) 
 def api(database_url: str, tmp_path: Any) -> Iterator[TestClient]:
     settings = make_settings(database_url, tmp_path, limits={"max_text_chars": MAX_TEXT})
     with TestClient(create_app(settings), headers={"Authorization": f"Bearer {ADMIN_KEY}"}) as client:
-        assert client.post("/v1/namespaces", json={"name": "proj"}).status_code == 201
-        body = {"id": "open", "task": "t", "steps": [STEP]}
-        assert client.post("/v1/namespaces/proj/trajectories", json=body).status_code == 201
+        create_namespace(client, "proj")
+        post_trajectory(client, "proj", "open", steps=[STEP])
         yield client
 
 
@@ -157,7 +157,9 @@ def cases(spec: dict[str, Any]) -> Iterator[tuple[str, str, str, dict[str, Any],
             text = None if body is None else json.dumps(body)
             for name in path_names:
                 for bad, rule in (*BAD_URL_VALUES.values(), OVER_LONG):
-                    bad_url = template.format(**{n: quote(bad, safe="") if n == name else PATH_VALUES[n] for n in path_names})
+                    bad_url = template.format(
+                        **{n: quote(bad, safe="") if n == name else PATH_VALUES[n] for n in path_names}
+                    )
                     yield f"{op['operationId']} path {name}", method, bad_url, {}, text, name, rule
             for p in params:
                 if p["in"] == "query":

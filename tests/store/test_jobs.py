@@ -5,21 +5,21 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterator
 from datetime import timedelta
 
 import pytest
 
 from store import jobs
 from store.database import Database
-from store.models import Job, Namespace, utcnow
+from store.models import Job, utcnow
+from tests.fixtures import make_db
 
 
 @pytest.fixture
-def db(database_url: str) -> Database:
-    d = Database(database_url)
-    with d.write() as s:
-        s.add(Namespace(name="q", settings={}, created_at=utcnow()))
-    yield d  # type: ignore[misc]
+def db(database_url: str) -> Iterator[Database]:
+    d = make_db(database_url, "q")
+    yield d
     d.dispose()
 
 

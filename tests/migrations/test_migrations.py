@@ -49,16 +49,6 @@ def test_downgrade_then_upgrade_again(empty_url: str) -> None:
     engine.dispose()
 
 
-def test_sqlite_runs_in_wal_mode(tmp_path: Path) -> None:
-    url = f"sqlite:///{tmp_path / 'r.db'}"
-    upgrade(url)
-    engine = create_db_engine(url)
-    with engine.connect() as conn:
-        assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
-        assert conn.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
-    engine.dispose()
-
-
 def test_outcome_counters_are_backfilled(empty_url: str) -> None:
     """0002 moves the utility baseline onto the namespace row: outcomes recorded
     before it are counted (those without a success value are not)."""

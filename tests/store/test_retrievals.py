@@ -1,0 +1,266 @@
+"""Retrieval queries in the store (store/retrievals.py) on SQLite and PostgreSQL:
+candidates with their vectors, filtered by kind, status, environment, agent, policy
+and time, with the leakage guards (tasks and trajectories excluded through the
+evidence); the retrieval log; outcome credit to every served item, only the ones
+acted on or only the top ranks, with the namespace's outcome counters; open
+retrievals of an episode."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import replace
+from datetime import UTC, datetime
+
+import numpy as np
+import pytest
+from sqlalchemy import select
+
+from domain.hashing import task_hash
+from store import evidence as evidence_repo
+from store import namespaces as namespaces_repo
+from store import retrievals as retrievals_repo
+from store.database import Database
+from store.evidence import EvidenceIn
+from store.models import Reflection, RetrievalItem
+from store.retrievals import CandidateFilters
+from tests.fixtures import add_reflection, add_trajectory, add_vectors, make_db, unit
+
+MODEL = "test-model"
+ALL = CandidateFilters(kinds=["exemplar", "heuristic"], statuses=["candidate", "active"])
+LONG_AGO = datetime(2024, 1, 1, tzinfo=UTC)
+
+
+@pytest.fixture
+def db(database_url: str) -> Iterator[Database]:
+    d = make_db(database_url, "mem", "other")
+    yield d
+    d.dispose()
+
+
+@pytest.fixture
+def pks(db: Database) -> dict[str, int]:
+    """Two trajectories (tea by ann on v1, coffee by bob on v2) and the reflections
+    distilled from them: "tea" and "coffee" exemplars, a "both" heuristic citing
+    each, "bare" with no vector of the model, and "far", another namespace's."""
+    with db.write() as s:
+        tea = add_trajectory(s, "mem", "tea", task="make tea", agent="ann", policy_version="v1", success=True)
+        coffee = add_trajectory(s, "mem", "coffee", task="make coffee", agent="bob", policy_version="v2", success=False)
+        other = add_trajectory(s, "other", "tea", task="make tea")
+        rows = {
+            "tea": add_reflection(s, "mem", "tea", status="active", environment="house"),
+            "coffee": add_reflection(s, "mem", "coffee", status="active", environment="house", content={"a": [1]}),
+            "both": add_reflection(s, "mem", "both", kind="heuristic", environment="garden"),
+            "bare": add_reflection(s, "mem", "bare", status="active", environment="house"),
+            "far": add_reflection(s, "other", "far", status="active", environment="house"),
+        }
+        rows["tea"].created_at = LONG_AGO
+        add_vectors(s, rows["tea"], MODEL, state=unit(1, 0, 0))
+        add_vectors(s, rows["coffee"], MODEL, state=unit(0, 1, 0), internal=unit(0, 0, 1))
+        add_vectors(s, rows["both"], MODEL, state=unit(1, 1, 0))
+        add_vectors(s, rows["bare"], "another-model", state=unit(1, 0, 0))
+        add_vectors(s, rows["far"], MODEL, state=unit(1, 0, 0))
+        for name, cited in (("tea", [tea]), ("coffee", [coffee]), ("both", [tea, coffee]), ("far", [other])):
+            evidence_repo.create_evidence(s, rows[name].pk, [EvidenceIn(t, 0, 0) for t in cited])
+        return {name: row.pk for name, row in rows.items()}
+
+
+def candidates(db: Database, pks: dict[str, int], f: CandidateFilters = ALL, model: str = MODEL) -> set[str]:
+    with db.read() as s:
+        return {c.id for c in retrievals_repo.list_candidates(s, "mem", list(pks.values()), f, model)}
+
+
+def test_candidates_carry_their_fields_and_vectors(db: Database, pks: dict[str, int]) -> None:
+    # "bare" has no vector of this model and "far" lives in another namespace.
+    assert candidates(db, pks) == {"tea", "coffee", "both"}
+    with db.read() as s:
+        [coffee] = retrievals_repo.list_candidates(s, "mem", [pks["coffee"]], ALL, MODEL)
+        assert (coffee.pk, coffee.kind, coffee.status, coffee.version, coffee.environment) == (
+            pks["coffee"],
+            "exemplar",
+            "active",
+            1,
+            "house",
+        )
+        assert coffee.content == {"a": [1]} and coffee.text == "text of coffee"
+        assert (coffee.uses, coffee.successes, coffee.failures) == (0, 0, 0)
+        assert set(coffee.vectors) == {"state", "internal"}
+        assert np.allclose(coffee.vectors["state"], unit(0, 1, 0)) and coffee.vectors["state"].dtype == np.float32
+        assert np.allclose(coffee.vectors["internal"], unit(0, 0, 1))
+        assert retrievals_repo.list_candidates(s, "mem", [], ALL, MODEL) == []
+    assert candidates(db, pks, model="another-model") == {"bare"}
+
+
+def test_candidate_filters_and_leakage_guards(db: Database, pks: dict[str, int]) -> None:
+    assert candidates(db, pks, replace(ALL, kinds=["exemplar"])) == {"tea", "coffee"}
+    assert candidates(db, pks, replace(ALL, kinds=["skill"])) == set()
+    assert candidates(db, pks, replace(ALL, statuses=["active"])) == {"tea", "coffee"}
+    assert candidates(db, pks, replace(ALL, statuses=["candidate"])) == {"both"}
+    assert candidates(db, pks, replace(ALL, environment="garden")) == {"both"}
+    assert candidates(db, pks, replace(ALL, environment="elsewhere")) == set()
+    # Agent and policy: some cited trajectory must match.
+    assert candidates(db, pks, replace(ALL, agent="bob")) == {"coffee", "both"}
+    assert candidates(db, pks, replace(ALL, policy_version="v1")) == {"tea", "both"}
+    assert candidates(db, pks, replace(ALL, agent="carol")) == set()
+    # Leakage guards: anything distilled from an excluded task or trajectory is out.
+    assert candidates(db, pks, replace(ALL, exclude_task_hashes=[task_hash("make tea")])) == {"coffee"}
+    assert candidates(db, pks, replace(ALL, exclude_task_hashes=[task_hash("make cocoa")])) == {"tea", "coffee", "both"}
+    assert candidates(db, pks, replace(ALL, exclude_trajectory_ids=["coffee"])) == {"tea"}
+    assert candidates(db, pks, replace(ALL, exclude_trajectory_ids=["nope"])) == {"tea", "coffee", "both"}
+    # Only what existed at `as_of`.
+    assert candidates(db, pks, replace(ALL, as_of=datetime(2024, 6, 1, tzinfo=UTC))) == {"tea"}
+    assert candidates(db, pks, replace(ALL, as_of=datetime(2023, 1, 1, tzinfo=UTC))) == set()
+
+
+def served(db: Database, rid: str, pks: list[int]) -> None:
+    with db.write() as s:
+        retrievals_repo.create_retrieval(
+            s,
+            id=rid,
+            namespace="mem",
+            query={"state": {"observation": "o"}},
+            trajectory_id=None,
+            items=[(pk, rank, 1.0 - rank / 10, 0.9 - rank / 10) for rank, pk in enumerate(pks)],
+        )
+
+
+def utility(db: Database, id: str) -> tuple[int, int, int, float]:
+    with db.read() as s:
+        row = s.scalars(select(Reflection).where(Reflection.namespace == "mem", Reflection.id == id)).one()
+        return row.uses, row.successes, row.failures, row.reward_sum
+
+
+def outcome_counters(db: Database) -> tuple[int, int]:
+    with db.read() as s:
+        inputs = namespaces_repo.read_ranking_inputs(s, "mem")
+        assert inputs is not None
+        return inputs[1], inputs[2]
+
+
+def test_a_retrieval_is_logged_with_what_it_served(db: Database, pks: dict[str, int]) -> None:
+    with db.write() as s:
+        retrievals_repo.create_retrieval(
+            s,
+            id="r_1",
+            namespace="mem",
+            query={"state": {"observation": "a kitchen"}, "k": 2},
+            trajectory_id="ep",
+            items=[(pks["tea"], 0, 0.75, 0.5), (pks["both"], 1, 0.25, 0.125)],
+        )
+        retrievals_repo.create_retrieval(s, id="r_empty", namespace="mem", query={}, trajectory_id=None, items=[])
+    with db.read() as s:
+        row = retrievals_repo.read_retrieval(s, "mem", "r_1")
+        assert row is not None
+        assert (row.query, row.trajectory_id) == ({"state": {"observation": "a kitchen"}, "k": 2}, "ep")
+        assert retrievals_repo.read_retrieval(s, "other", "r_1") is None
+        assert retrievals_repo.read_retrieval(s, "mem", "r_nope") is None
+        assert retrievals_repo.read_served_ids(s, "r_1") == {"tea", "both"}
+        assert retrievals_repo.read_served_ids(s, "r_empty") == set()
+        items = s.execute(
+            select(RetrievalItem.reflection_pk, RetrievalItem.rank, RetrievalItem.score, RetrievalItem.similarity)
+            .where(RetrievalItem.retrieval_id == "r_1")
+            .order_by(RetrievalItem.rank)
+        ).all()
+        assert [tuple(i) for i in items] == [(pks["tea"], 0, 0.75, 0.5), (pks["both"], 1, 0.25, 0.125)]
+        assert retrievals_repo.read_outcome(s, "r_1") is None
+
+
+def test_outcomes_credit_the_served_items_and_count_in_the_namespace(db: Database, pks: dict[str, int]) -> None:
+    assert outcome_counters(db) == (0, 0)
+    # Every served item is credited when the outcome names none.
+    served(db, "r_all", [pks["tea"], pks["coffee"]])
+    with db.write() as s:
+        credited = retrievals_repo.create_outcome(
+            s, "mem", "r_all", success=True, reward=0.5, trajectory_id="ep", details={"turns": 3}
+        )
+        assert credited == 2
+    assert utility(db, "tea") == utility(db, "coffee") == (1, 1, 0, 0.5)
+    assert utility(db, "both") == (0, 0, 0, 0.0)  # not served
+    assert outcome_counters(db) == (1, 1)
+    with db.read() as s:
+        out = retrievals_repo.read_outcome(s, "r_all")
+        assert out is not None
+        assert (out.item_ids, out.success, out.reward, out.trajectory_id, out.details) == (
+            None,
+            True,
+            0.5,
+            "ep",
+            {"turns": 3},
+        )
+
+    # Only the items acted on, when it names them; a named item that was not served gets nothing.
+    served(db, "r_some", [pks["tea"], pks["coffee"]])
+    with db.write() as s:
+        credited = retrievals_repo.create_outcome(
+            s,
+            "mem",
+            "r_some",
+            success=False,
+            reward=None,
+            trajectory_id=None,
+            details=None,
+            item_ids=["coffee", "both"],
+        )
+        assert credited == 1
+    assert utility(db, "coffee") == (2, 1, 1, 0.5)
+    assert utility(db, "tea") == (1, 1, 0, 0.5)
+    assert utility(db, "both") == (0, 0, 0, 0.0)
+    assert outcome_counters(db) == (1, 2)
+    with db.read() as s:
+        assert retrievals_repo.read_outcome(s, "r_some").item_ids == ["coffee", "both"]  # type: ignore[union-attr]
+
+    # Only the top ranks, when a rank bound is given (ranks 0 and 1 of 0, 1, 2).
+    served(db, "r_top", [pks["both"], pks["coffee"], pks["tea"]])
+    with db.write() as s:
+        credited = retrievals_repo.create_outcome(
+            s, "mem", "r_top", success=True, reward=None, trajectory_id=None, details=None, max_rank=2
+        )
+        assert credited == 2
+    assert utility(db, "both") == (1, 1, 0, 0.0)
+    assert utility(db, "coffee") == (3, 2, 1, 0.5)
+    assert utility(db, "tea") == (1, 1, 0, 0.5)  # served third: not credited
+    assert outcome_counters(db) == (2, 3)
+
+    # No success value: used and rewarded, but neither a success nor a failure, and not in the baseline.
+    served(db, "r_reward", [pks["tea"]])
+    with db.write() as s:
+        assert (
+            retrievals_repo.create_outcome(
+                s, "mem", "r_reward", success=None, reward=-1.5, trajectory_id=None, details=None
+            )
+            == 1
+        )
+    assert utility(db, "tea") == (2, 1, 0, -1.0)
+    assert outcome_counters(db) == (2, 3)
+    # A retrieval that served nothing credits nothing, yet its outcome counts.
+    served(db, "r_none", [])
+    with db.write() as s:
+        assert (
+            retrievals_repo.create_outcome(
+                s, "mem", "r_none", success=True, reward=None, trajectory_id=None, details=None
+            )
+            == 0
+        )
+    assert outcome_counters(db) == (3, 4)
+    with db.read() as s:
+        assert namespaces_repo.read_ranking_inputs(s, "other")[1:] == (0, 0)  # type: ignore[index]
+
+
+def test_open_retrievals_of_an_episode(db: Database, pks: dict[str, int]) -> None:
+    with db.write() as s:
+        for rid, ns, trajectory_id in (
+            ("r_linked", "mem", "ep"),
+            ("r_done", "mem", "ep"),
+            ("r_listed", "mem", None),
+            ("r_unrelated", "mem", "another"),
+            ("r_elsewhere", "other", "ep"),
+        ):
+            retrievals_repo.create_retrieval(s, id=rid, namespace=ns, query={}, trajectory_id=trajectory_id, items=[])
+        retrievals_repo.create_outcome(s, "mem", "r_done", success=True, reward=None, trajectory_id="ep", details=None)
+    with db.read() as s:
+        assert sorted(retrievals_repo.list_open_retrievals(s, "mem", "ep", [])) == ["r_linked"]
+        assert sorted(retrievals_repo.list_open_retrievals(s, "mem", "ep", ["r_listed", "r_done", "r_elsewhere"])) == [
+            "r_linked",
+            "r_listed",
+        ]
+        assert retrievals_repo.list_open_retrievals(s, "mem", "nobody", []) == []
+        assert retrievals_repo.list_open_retrievals(s, "other", "ep", []) == ["r_elsewhere"]

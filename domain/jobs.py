@@ -30,6 +30,7 @@ class Lane(StrEnum):
 
 
 class Priority(IntEnum):
+    AWAITED = 5  # a job a reader is waiting on right now (its consistency token): first
     INDEX = 10  # a closed episode's exemplars: what read-your-writes waits for
     REEMBED = 20  # an operator's edit, re-encoded
     OFFLINE = 50  # offline recounts (contrastive heuristics, evidence cards)

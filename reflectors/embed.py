@@ -46,13 +46,25 @@ def reflection_texts(row: Reflection, settings: NamespaceSettings) -> dict[str, 
     return texts
 
 
-def encode_texts(embedder: Embedder, per_row: list[dict[str, str]]) -> list[dict[str, np.ndarray]]:
-    """One batched encode for many rows' texts."""
-    flat = [(i, field, text) for i, texts in enumerate(per_row) for field, text in texts.items()]
-    matrix = embedder.encode([t for _, _, t in flat]) if flat else np.zeros((0, embedder.dim), np.float32)
+def encode_texts(
+    embedder: Embedder, per_row: list[dict[str, str]], db: Database | None = None
+) -> list[dict[str, np.ndarray]]:
+    """Vectors for many rows' texts: each distinct text encoded once, in one batched
+    call. With `db`, a text some stored vector of this model already encodes (the
+    same text hash) is not encoded again: its vector is reused (agents repeat their
+    states and plans; a restarted or another worker process has an empty cache)."""
+    flat = [(i, field, text, text_hash(text)) for i, texts in enumerate(per_row) for field, text in texts.items()]
+    distinct = {digest: text for _, _, text, digest in flat}
+    known: dict[str, np.ndarray] = {}
+    if db is not None and distinct:
+        with db.read() as session:
+            known = embeddings_repo.read_vectors_by_text_hash(session, embedder.name, list(distinct))
+    missing = [digest for digest in distinct if digest not in known]
+    if missing:
+        known.update(zip(missing, embedder.encode([distinct[d] for d in missing]), strict=True))
     out: list[dict[str, np.ndarray]] = [{} for _ in per_row]
-    for (i, field, _), vec in zip(flat, matrix, strict=True):
-        out[i][field] = vec
+    for i, field, _, digest in flat:
+        out[i][field] = known[digest]
     return out
 
 
@@ -102,7 +114,7 @@ class ReembedReflection:
             if row is None or row.version != job.payload["version"]:
                 return None  # deleted, or edited again: the newer version's job does the work
             texts = reflection_texts(row, read_settings(session, row.namespace))
-        vectors = encode_texts(self.embedder, [texts])[0]  # no transaction open
+        vectors = encode_texts(self.embedder, [texts], self.db)[0]  # no transaction open
         hashes = text_hashes(texts)
 
         def write(session: Session) -> None:

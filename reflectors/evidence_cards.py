@@ -165,7 +165,7 @@ class EvidenceCardReflector:
         runs = [(t, steps[t.pk]) for t in trajectories]
         content = build_card(task, runs)
         texts = {"state": task_query_text(task)}  # matched by its task
-        vectors = encode_texts(self.embedder, [texts])[0]  # no transaction open
+        vectors = encode_texts(self.embedder, [texts], self.db)[0]  # no transaction open
         environments = {t.environment for t in trajectories}
         item = Derived(
             draft=ReflectionDraft(

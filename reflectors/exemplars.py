@@ -48,6 +48,10 @@ from store.models import Step, Trajectory
 NAME = "exemplar"
 VERSION = "1"
 KIND = "exemplar"
+# Closed trajectories indexed together: one encoder call for their new texts. A
+# 50-step episode has ~100 texts; 8 of them keep a batch to about a second of
+# encoding on one core, so the job an agent waits for is never far behind.
+BATCH_JOBS = 8
 
 
 def returns_to_go(rewards: list[float | None], gamma: float) -> list[float]:
@@ -159,16 +163,33 @@ class ExemplarReflector:
         self.triggers = list(triggers)
 
     def __call__(self, job: JobView) -> Write | None:
+        return self.run_batch([job])[0]
+
+    def run_batch(self, jobs: Sequence[JobView]) -> list[Write | None]:
+        """Many closed trajectories at once: one read, one encoder call for every new
+        exemplar's texts across them (a text some stored vector already encodes is
+        reused, not encoded), then one write per job."""
         with self.db.read() as session:
-            traj = session.get(Trajectory, job.payload["trajectory_pk"])
-            if traj is None:  # deleted since: nothing to derive
-                return None
-            settings = read_settings(session, traj.namespace)
-            steps = trajectories_repo.list_steps(session, traj.pk)
-            exemplars = build_exemplars(traj, steps, settings)
-            known = set(repo.read_reflections_by_ids(session, traj.namespace, [e.id for e in exemplars]))
-        fresh = [e for e in exemplars if e.id not in known]
-        vectors = self._embed(fresh)  # no transaction is open here
+            plans = [self._plan(session, job) for job in jobs]
+        fresh: dict[str, _Exemplar] = {}
+        for plan in plans:
+            if plan is not None:
+                fresh.update((e.id, e) for e in plan.exemplars if e.id not in plan.known)
+        vectors = self._embed(list(fresh.values()))  # no transaction is open here
+        return [None if plan is None else self._write(plan, vectors) for plan in plans]
+
+    def _plan(self, session: Session, job: JobView) -> _Plan | None:
+        traj = session.get(Trajectory, job.payload["trajectory_pk"])
+        if traj is None:  # deleted since: nothing to derive
+            return None
+        settings = read_settings(session, traj.namespace)
+        steps = trajectories_repo.list_steps(session, traj.pk)
+        exemplars = build_exemplars(traj, steps, settings)
+        known = set(repo.read_reflections_by_ids(session, traj.namespace, [e.id for e in exemplars]))
+        return _Plan(traj, settings, exemplars, known)
+
+    def _write(self, plan: _Plan, vectors: dict[str, dict[str, np.ndarray]]) -> Write:
+        traj, settings, exemplars = plan.trajectory, plan.settings, plan.exemplars
         namespace = traj.namespace
 
         def write(session: Session) -> None:
@@ -203,7 +224,18 @@ class ExemplarReflector:
 
     def _embed(self, exemplars: list[_Exemplar]) -> dict[str, dict[str, np.ndarray]]:
         per_row = [e.texts for e in exemplars]
-        return {e.id: vecs for e, vecs in zip(exemplars, encode_texts(self.embedder, per_row), strict=True)}
+        encoded = encode_texts(self.embedder, per_row, self.db)
+        return {e.id: vecs for e, vecs in zip(exemplars, encoded, strict=True)}
+
+
+@dataclass
+class _Plan:
+    """What one job read: its trajectory, settings, exemplars, and which exist."""
+
+    trajectory: Trajectory
+    settings: NamespaceSettings
+    exemplars: list[_Exemplar]
+    known: set[str]
 
 
 register(
@@ -212,5 +244,6 @@ register(
         version=VERSION,
         job=TRAJECTORY_CLOSED,
         build=lambda deps: ExemplarReflector(deps.db, deps.embedder, deps.triggers),
+        batch_size=BATCH_JOBS,
     )
 )

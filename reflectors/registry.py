@@ -50,6 +50,8 @@ class Reflector:
     settings_section: str | None = None
     needs_llm: bool = False
     trigger: Trigger | None = None
+    # jobs a worker slot claims together and hands to `handler.run_batch` (1: one at a time)
+    batch_size: int = 1
 
     def enabled(self, settings: NamespaceSettings) -> bool:
         if self.settings_section is None:
@@ -80,10 +82,20 @@ def reflectors_available(*, llm: bool) -> list[Reflector]:
     return sorted((r for r in _REGISTRY.values() if llm or not r.needs_llm), key=lambda r: r.job.kind)
 
 
-def build_handlers(db: Database, embedder: Embedder, llm: Any | None) -> tuple[dict[str, Handler], set[str]]:
-    """Job kind -> handler for every reflector this process runs, and the kinds of
-    the slow lane. With no LLM configured, the LLM reflectors' jobs are neither
-    queued (their triggers are not called) nor claimed."""
+@dataclass
+class Handlers:
+    """What a worker runs: job kind -> handler, the kinds of the slow lane, and the
+    kinds whose jobs are claimed in batches (kind -> jobs per batch)."""
+
+    by_kind: dict[str, Handler]
+    slow_kinds: set[str]
+    batch_sizes: dict[str, int]
+
+
+def build_handlers(db: Database, embedder: Embedder, llm: Any | None) -> Handlers:
+    """The handlers of every reflector this process runs. With no LLM configured,
+    the LLM reflectors' jobs are neither queued (their triggers are not called) nor
+    claimed."""
     chosen = reflectors_available(llm=llm is not None)
 
     def trigger_for(r: Reflector) -> Trigger:
@@ -97,5 +109,8 @@ def build_handlers(db: Database, embedder: Embedder, llm: Any | None) -> tuple[d
         return run
 
     deps = Deps(db, embedder, llm, [trigger_for(r) for r in chosen if r.trigger is not None])
-    handlers = {r.job.kind: r.build(deps) for r in chosen}
-    return handlers, {r.job.kind for r in chosen if r.job.lane is Lane.SLOW}
+    return Handlers(
+        by_kind={r.job.kind: r.build(deps) for r in chosen},
+        slow_kinds={r.job.kind for r in chosen if r.job.lane is Lane.SLOW},
+        batch_sizes={r.job.kind: r.batch_size for r in chosen if r.batch_size > 1},
+    )

@@ -17,7 +17,7 @@ import random
 import socket
 import threading
 import traceback
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -56,6 +56,13 @@ class Handler(Protocol):
     def __call__(self, job: JobView) -> Write | None: ...
 
 
+class BatchHandler(Handler, Protocol):
+    """A handler that does the slow part of many jobs of its kind at once (one
+    encoder call for all of them) and returns one write per job, in order."""
+
+    def run_batch(self, jobs: Sequence[JobView]) -> list[Write | None]: ...
+
+
 def default_worker_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{threading.get_ident() % 100000}"
 
@@ -80,10 +87,13 @@ class Worker:
         config: WorkerConfig | None = None,
         worker_id: str | None = None,
         slow_kinds: Collection[str] = (),
+        batch_sizes: Mapping[str, int] | None = None,
     ) -> None:
         self.db = db
         self.handlers = dict(handlers)
         self.slow_kinds = frozenset(slow_kinds)
+        # kind -> jobs claimed together once one of that kind is claimed (its handler has run_batch)
+        self.batch_sizes = dict(batch_sizes or {})
         self.config = config or WorkerConfig()
         self.worker_id = worker_id or default_worker_id()
         self._stop = threading.Event()
@@ -113,8 +123,19 @@ class Worker:
                 kinds=kinds or list(self.handlers),
                 starved_after=starved_after,
             )
+            batch = self.batch_sizes.get(claimed[0].kind, 1) if len(claimed) == 1 else 1
+            if batch > 1:  # more of the same kind, in claim order, to share one encoder call
+                claimed += jobs_repo.claim_jobs(
+                    session,
+                    worker_id=holder,
+                    limit=batch - 1,
+                    lease_seconds=self.config.lease_seconds,
+                    kinds=[claimed[0].kind],
+                )
             views = [JobView(j.id, j.namespace, j.kind, dict(j.payload), j.attempts) for j in claimed]
-        if len(views) == 1:
+        if batch > 1:
+            self._run_batch(views, holder)
+        elif len(views) == 1:
             self._run(views[0], holder)
         elif views:
             with ThreadPoolExecutor(max_workers=len(views)) as pool:
@@ -215,9 +236,26 @@ class Worker:
     # -- one job -----------------------------------------------------------
 
     def _run(self, job: JobView, holder: str) -> None:
-        handler = self.handlers[job.kind]
+        self._settle(job, holder, lambda: self.handlers[job.kind](job))
+
+    def _run_batch(self, jobs: list[JobView], holder: str) -> None:
+        """One slow part for all (a failure there fails each job, recorded as usual),
+        then each job's write and completion in its own unit."""
+        handler = self.handlers[jobs[0].kind]
         try:
-            write = handler(job)
+            writes = handler.run_batch(jobs)  # type: ignore[attr-defined]
+        except Exception as exc:  # recorded on every job of the batch
+            for job in jobs:
+                self._settle(job, holder, lambda exc=exc: _raise(exc))
+            return
+        for job, write in zip(jobs, writes, strict=True):
+            self._settle(job, holder, lambda write=write: write)
+
+    def _settle(self, job: JobView, holder: str, compute: Callable[[], Write | None]) -> None:
+        """Compute the job's write, then write it and mark the job done in one unit,
+        fenced by the lease; any failure is recorded on the job."""
+        try:
+            write = compute()
             with self.db.write() as session:
                 if write is not None:
                     write(session)
@@ -239,3 +277,7 @@ class Worker:
     def _backoff(self, attempts: int) -> float:
         base = min(self.config.backoff_max, self.config.backoff_base * 2 ** max(0, attempts - 1))
         return base * (0.5 + random.random() / 2)  # jitter: retries from many workers spread out
+
+
+def _raise(exc: BaseException) -> None:
+    raise exc

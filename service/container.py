@@ -53,8 +53,8 @@ def make_worker(settings: Settings, db: Database, embedder: Embedder) -> Worker:
     # Every declared reflector (reflectors/registry.py); with no LLM configured the
     # LLM ones are neither queued nor claimed. With one, they run in the slow lane,
     # so a minute-long LLM call never delays indexing.
-    handlers, slow_kinds = build_handlers(db, embedder, llm)
-    worker = Worker(db, handlers, config, slow_kinds=slow_kinds)
+    handlers = build_handlers(db, embedder, llm)
+    worker = Worker(db, handlers.by_kind, config, slow_kinds=handlers.slow_kinds, batch_sizes=handlers.batch_sizes)
     if llm is not None:
         worker.on_close(llm.close)
     return worker

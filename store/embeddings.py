@@ -137,3 +137,18 @@ def update_text_hashes(session: Session, reflection_pk: int, model: str, text_ha
             .where(Embedding.reflection_pk == reflection_pk, Embedding.model == model, Embedding.field == field)
             .values(text_hash=digest)
         )
+
+
+def read_vectors_by_text_hash(session: Session, model: str, hashes: Sequence[str]) -> dict[str, np.ndarray]:
+    """text hash -> a stored vector of this model that encodes that text (any
+    reflection's: the same text under the same model is the same vector)."""
+    out: dict[str, np.ndarray] = {}
+    unique = sorted(set(hashes))
+    for start in range(0, len(unique), 500):  # bounded IN lists
+        chunk = unique[start : start + 500]
+        stmt = select(Embedding.text_hash, Embedding.vector).where(
+            Embedding.model == model, Embedding.text_hash.in_(chunk)
+        )
+        for digest, blob in session.execute(stmt):
+            out.setdefault(digest, np.frombuffer(blob, dtype="<f4"))
+    return out

@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import and_, case, func, or_, select, text
+from sqlalchemy import and_, case, func, or_, select, text, update
 from sqlalchemy.orm import Session
 
 from store.database import dialect_insert
@@ -218,6 +218,25 @@ def read_job_statuses(session: Session, namespace: str, kind: str, first_id: int
         .group_by(Job.status)
     )
     return {status: n for status, n in session.execute(stmt)}
+
+
+def update_awaited_jobs(session: Session, namespace: str, kind: str, first_id: int, last_id: int, priority: int) -> int:
+    """Move the namespace's queued jobs of one kind in an id range (what a reader's
+    consistency token names) ahead of the queue: they get `priority` if it is
+    better than theirs. Returns how many moved."""
+    result = session.execute(
+        update(Job)
+        .where(
+            Job.namespace == namespace,
+            Job.kind == kind,
+            Job.id >= first_id,
+            Job.id <= last_id,
+            Job.status == "queued",
+            Job.priority > priority,
+        )
+        .values(priority=priority)
+    )
+    return result.rowcount or 0
 
 
 def read_oldest_queued_age(session: Session) -> float | None:

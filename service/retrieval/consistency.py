@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 
 from domain.errors import ReflexaError
-from domain.jobs import TRAJECTORY_CLOSED
+from domain.jobs import TRAJECTORY_CLOSED, Priority
 from store import jobs as jobs_repo
 from store.database import Database
 
@@ -23,12 +23,24 @@ class ConsistencyTimeout(ReflexaError):
 
 
 def wait_for(db: Database, ns: str, token: tuple[int, int], timeout_ms: int, field: str = "consistency_token") -> int:
-    """Block until the token's jobs are done; returns the milliseconds waited."""
+    """Block until the token's jobs are done; returns the milliseconds waited.
+
+    Jobs still queued when the wait begins move ahead of every other queued job
+    (Priority.AWAITED): a reader waiting on its own write is not made to wait behind
+    other namespaces' backlog (fair share for read-your-writes)."""
     start = time.monotonic()
     delay = 0.005
+    bumped = False
     while True:
         with db.read() as session:
             statuses = jobs_repo.read_job_statuses(session, ns, TRAJECTORY_CLOSED.kind, *token)
+        if statuses.get("queued") and not bumped:
+            db.run_write(
+                lambda session: jobs_repo.update_awaited_jobs(
+                    session, ns, TRAJECTORY_CLOSED.kind, *token, int(Priority.AWAITED)
+                )
+            )
+            bumped = True
         if statuses.get("failed"):
             raise ConsistencyTimeout(
                 f"indexing of the write this token names failed; see GET /v1/namespaces/{ns}/jobs?status=failed",

@@ -390,6 +390,26 @@ async def test_async_retrieve_reads_its_writes(live_server: Any, namespace: str)
     assert outcome.credited_items == len(result.items)
 
 
+def test_retrieve_batch_reads_its_writes_and_answers_each_state(live_server: Any, namespace: str) -> None:
+    with Client(live_server.url, live_server.admin_key, namespace=namespace) as client:
+        written = client.create_trajectory(task="batch", steps=[STEP], outcome={"success": True})
+        other = {"state": {"observation": "a meadow at dawn"}, "k": 1}
+        results = client.retrieve_batch(None, [{"state": STEP["state"], "k": 2}, other])
+        assert client.session_token() is None  # the session's token went with the first request
+        single = client.retrieve(None, "a meadow at dawn", k=1)
+    assert len(results) == 2 and results[0].retrieval_id != results[1].retrieval_id
+    assert results[0].items[0].exact_match and results[0].items[0].evidence[0].trajectory_id == written.id
+    assert [i.id for i in results[1].items] == [i.id for i in single.items]
+
+
+@pytest.mark.anyio
+async def test_async_retrieve_batch(live_server: Any, namespace: str) -> None:
+    async with AsyncClient(live_server.url, live_server.admin_key, namespace=namespace) as client:
+        await client.create_trajectory(task="async batch", steps=[STEP], outcome={"success": True})
+        results = await client.retrieve_batch(None, [models.RetrieveRequest(state=STEP["state"], k=1)])
+    assert results[0].items[0].exact_match
+
+
 def test_every_client_route_exists_in_the_servers_openapi(live_server: Any) -> None:
     """The client's routes are written by hand; the server's OpenAPI is the contract."""
     examples = {
@@ -406,6 +426,7 @@ def test_every_client_route_exists_in_the_servers_openapi(live_server: Any) -> N
         "report_outcome": ("nsx", "idx", {}),
         "delete_trajectory": ("nsx", "idx"),
         "retrieve": ("nsx", {"state": {"observation": "o"}}),
+        "retrieve_batch": ("nsx", [{"state": {"observation": "o"}}]),
         "report_retrieval_outcome": ("nsx", "ridx", {}),
     }
     builders = {
@@ -429,6 +450,7 @@ def test_every_client_route_exists_in_the_servers_openapi(live_server: Any) -> N
         "RetrieveFilters": models.RetrieveFilters,
         "RenderOptions": models.RenderOptions,
         "RetrievalOutcomeCreate": models.RetrievalOutcomeReport,
+        "RetrieveBatchRequest": models.RetrieveBatchRequest,
     }
     for server_name, model in mirrored.items():
         assert set(model.model_fields) == set(schemas[server_name]["properties"]), server_name

@@ -54,6 +54,7 @@ def test_state_matched_exemplar_comes_first_with_its_fields(api: TestClient) -> 
     assert first["evidence"] == [{"trajectory_id": "t1", "step_start": 0, "step_end": 0}]
     assert first["similarity"] == first["state_similarity"] > out["items"][1]["similarity"]
     assert first["utility"]["uses"] == 0 and first["score"] == pytest.approx(first["similarity"], rel=0.2)
+    assert not first["exact_match"]  # a paraphrase of the kitchen, not its very text
     # The failed one-step episode: its only step is debited.
     cellar = next(i for i in out["items"] if i["content"]["observation"] == CELLAR)
     assert (cellar["content"]["failure_count"], cellar["content"]["success"]) == (1, False)
@@ -136,12 +137,14 @@ def test_filters_and_leakage_guards(api: TestClient) -> None:
     assert actions(min_score=2.0) == set()
 
 
-def test_utility_moves_with_reported_outcomes(api: TestClient) -> None:
-    ingest(api, "u", [step(KITCHEN, "boil water"), step(KITCHEN + " The sink drips.", "fix sink")], {"success": True})
+def test_utility_reorders_items_within_the_band(api: TestClient) -> None:
+    """Two actions seen in the very same state are both exact matches: the one that
+    keeps failing when served sinks below the other; a credited success lifts one."""
+    ingest(api, "u", [step(KITCHEN, "boil water"), step(KITCHEN, "fix sink")], {"success": True})
     drain(api)
-    first = retrieve(api, KITCHEN, k=2)
-    assert first["items"][0]["content"]["action"] == "boil water"
-    top = first["items"][0]["id"]
+    first = retrieve(api, KITCHEN, k=2)["items"]
+    assert [i["exact_match"] for i in first] == [True, True]
+    top, other_id = first[0]["id"], first[1]["id"]
     # Serve the top item alone and report failure each time: it keeps failing, it sinks.
     failures = 0
     while failures < 10:
@@ -153,15 +156,15 @@ def test_utility_moves_with_reported_outcomes(api: TestClient) -> None:
         failures += 1
     assert 1 <= failures < 10
     # A reported success for the other one, through an episode that listed the retrieval.
-    other = retrieve(api, KITCHEN + " The sink drips.", k=1)
-    assert other["items"][0]["content"]["action"] == "fix sink"
+    other = retrieve(api, KITCHEN, k=1)
+    assert other["items"][0]["id"] == other_id
     ingest(api, "user", [step(GARDEN, "walk")], {"success": True}, retrieval_ids=[other["retrieval_id"]])
     after = retrieve(api, KITCHEN, k=2)["items"]
-    assert after[0]["content"]["action"] == "fix sink"
-    assert after[0]["utility"]["successes"] >= 1 and after[0]["score"] > after[0]["similarity"] * 0.99
-    sunk = next(i for i in after if i["id"] == top)
+    assert after[0]["id"] == other_id and after[0]["utility"]["successes"] >= 1
+    sunk = after[1]
+    assert sunk["id"] == top and sunk["exact_match"]
     assert sunk["utility"]["failures"] == failures and sunk["utility"]["mean"] < sunk["utility"]["baseline"]
-    assert sunk["score"] < sunk["similarity"]
+    assert sunk["score"] < after[0]["score"]
     # The baseline counts every outcome of the namespace, from both credit paths.
     baseline = (1 + 1) / (failures + 1 + 2)
     assert after[0]["utility"]["baseline"] == pytest.approx(baseline)
@@ -284,3 +287,43 @@ def test_close_with_wait_ms(api: TestClient) -> None:
         worker.stop()
     assert r.status_code == 200
     assert retrieve(api, GARDEN)["items"][0]["content"]["action"] == "dig"
+
+
+@pytest.mark.parametrize("utility_weight", [None, 2.0])
+def test_an_exact_match_outranks_look_alikes_whatever_their_utility(client: TestClient, utility_weight: Any) -> None:
+    """Adversarial utility: look-alike states credited with success every time they
+    were served, the very state debited every time. On defaults (and at the largest
+    utility weight) the exact match still ranks first; the look-alikes only reorder
+    among themselves."""
+    ranking = {} if utility_weight is None else {"ranking": {"utility_weight": utility_weight}}
+    create_namespace(client, "adv", **ranking)
+    look_alikes = [KITCHEN + " The sink drips.", KITCHEN.replace("kettle", "teapot"), KITCHEN + " It is 3 pm."]
+    steps = [step(KITCHEN, "touch the hot stove")] + [step(o, f"act {i}") for i, o in enumerate(look_alikes)]
+    post_trajectory(client, "adv", "t", task="chores", steps=steps, outcome={"success": True})
+    drain(client)
+
+    def served() -> list[dict[str, Any]]:
+        r = client.post("/v1/namespaces/adv/retrieve", json={"state": {"observation": KITCHEN}, "k": 4})
+        assert r.status_code == 200, r.text
+        return r.json()
+
+    exact = served()["items"][0]
+    assert exact["exact_match"] and exact["content"]["observation"] == KITCHEN
+    for _ in range(8):
+        out = served()
+        ids = [i["id"] for i in out["items"]]
+        others = [i for i in ids if i != exact["id"]]
+        client.post(
+            f"/v1/namespaces/adv/retrievals/{out['retrieval_id']}/outcome",
+            json={"success": True, "item_ids": others},
+        ).raise_for_status()
+        out = served()
+        client.post(
+            f"/v1/namespaces/adv/retrievals/{out['retrieval_id']}/outcome",
+            json={"success": False, "item_ids": [exact["id"]]},
+        ).raise_for_status()
+    items = served()["items"]
+    assert items[0]["id"] == exact["id"] and items[0]["exact_match"]
+    assert items[0]["utility"]["mean"] < items[0]["utility"]["baseline"] < items[1]["utility"]["mean"]
+    assert all(not i["exact_match"] for i in items[1:])
+    assert items[0]["score"] > max(i["score"] for i in items[1:])

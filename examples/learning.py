@@ -51,8 +51,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--utility-weight",
         type=float,
-        default=0.0,
-        help="namespace ranking.utility_weight (server default 0.5; see docs/learning.md for why 0 here)",
+        help="namespace ranking.utility_weight (default: not sent, the server's 0.5); for ablations",
     )
     p.add_argument("--url", help="an existing Reflexa server (default: start one)")
     p.add_argument("--api-key", help="its admin key")
@@ -65,10 +64,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def namespace_settings(args: argparse.Namespace) -> dict:
-    ranking: dict = {"utility_weight": args.utility_weight}
-    if args.internal_weight is not None:
-        ranking["internal_weight"] = args.internal_weight
-    return {"state_text": {"fields": args.state_text.split(",")}, "ranking": ranking}
+    """State text as asked; ranking on the server's defaults unless a flag overrides one."""
+    settings: dict = {"state_text": {"fields": args.state_text.split(",")}}
+    ranking = {
+        name: value
+        for name, value in (("utility_weight", args.utility_weight), ("internal_weight", args.internal_weight))
+        if value is not None
+    }
+    if ranking:
+        settings["ranking"] = ranking
+    return settings
 
 
 def run_name(args: argparse.Namespace) -> str:

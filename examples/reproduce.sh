@@ -1,27 +1,35 @@
 #!/usr/bin/env bash
-# Every learning curve in docs/learning.md. Each command starts its own throwaway
-# Reflexa (ONNX MiniLM, SQLite); JSON and markdown go to examples/results/, the
-# plots to docs/learning/. About 40 minutes on two cores.
+# Every learning curve in docs/learning.md, on the server's defaults (the namespace
+# sets only its state text). Each command starts its own throwaway Reflexa (ONNX
+# MiniLM, SQLite); JSON and markdown go to examples/results/defaults/, the plots to
+# docs/learning/<name>-defaults.png. About 40 minutes on two cores.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 run() {
-  local name=$1; shift
-  nice -n 10 python -m examples.learning "$@" --seeds 3 --episodes 60 --block 10 --plot "docs/learning/$name.png"
+  local name=$1 suffix=$2 out=$3; shift 3
+  mkdir -p "$out"
+  nice -n 10 python -m examples.learning "$@" --seeds 3 --episodes 60 --block 10 \
+    --out "$out" --plot "docs/learning/$name-$suffix.png"
 }
+defaults() { local name=$1; shift; run "$name" defaults examples/results/defaults "$@"; }
 
-run babyai-scene-pool    --env babyai-goto --view scene  --regime pool
-run babyai-scene-novel   --env babyai-goto --view scene  --regime novel
-run babyai-target-pool   --env babyai-goto --view target --regime pool
-run babyai-target-novel  --env babyai-goto --view target --regime novel
-run coin-pool            --env twx-coin --regime pool
-run coin-novel           --env twx-coin --regime novel
-run twc-pool             --env twx-twc --regime pool
-run twc-novel            --env twx-twc --regime novel
-run cookingworld-pool    --env twx-cookingworld --regime pool
-run cookingworld-novel   --env twx-cookingworld --regime novel
-# Ranking ablation: the server's default utility weight (0.5) instead of 0.
-mkdir -p examples/results/utility-0.5
-run babyai-scene-pool-utility-0.5 --env babyai-goto --view scene --regime pool --utility-weight 0.5 --out examples/results/utility-0.5
-run coin-pool-utility-0.5 --env twx-coin --regime pool --utility-weight 0.5 --out examples/results/utility-0.5
+defaults babyai-scene-pool    --env babyai-goto --view scene  --regime pool
+defaults babyai-scene-novel   --env babyai-goto --view scene  --regime novel
+defaults babyai-target-pool   --env babyai-goto --view target --regime pool
+defaults babyai-target-novel  --env babyai-goto --view target --regime novel
+defaults coin-pool            --env twx-coin --regime pool
+defaults coin-novel           --env twx-coin --regime novel
+defaults twc-pool             --env twx-twc --regime pool
+defaults twc-novel            --env twx-twc --regime novel
+defaults cookingworld-pool    --env twx-cookingworld --regime pool
+defaults cookingworld-novel   --env twx-cookingworld --regime novel
+# Ranking ablation: similarity alone within the band (utility_weight 0) instead of
+# the server's 0.5, and the agent crediting only what it acted on (item_ids).
+run babyai-scene-pool utility-0 examples/results/utility-0 --env babyai-goto --view scene --regime pool \
+  --utility-weight 0 --agents reflexa
+run coin-pool utility-0 examples/results/utility-0 --env twx-coin --regime pool --utility-weight 0 --agents reflexa
+run twc-pool utility-0 examples/results/utility-0 --env twx-twc --regime pool --utility-weight 0 --agents reflexa
+run coin-pool credit-acted-defaults examples/results/credit-acted --env twx-coin --regime pool \
+  --agents reflexa,reflexa-acted
 
-python -m examples.summarize examples/results/*.json examples/results/utility-0.5/*.json
+python -m examples.summarize examples/results/defaults/*.json

@@ -155,11 +155,12 @@ class ReflexaAgent:
         return result
 
     def decide(self, ep: Episode, obs: Observation, rules: EpisodeRules) -> tuple[str, str]:
-        """Retrieve by the current state and subgoal, act on the nearest evidence."""
+        """Retrieve by the current state and subgoal, act on the nearest evidence in
+        the server's order (its exact matches first)."""
         situation = self.situation(obs)
         hits = ep.retrieve(obs.text, data=situation, internal_state=obs.subgoal, kinds=["exemplar"], k=self._k)
-        evidence = evidence_by_action(hits.items, obs.actions, self._params, situation)
         near, level = nearest(hits.items, self._params, situation)
+        evidence = evidence_by_action(near, obs.actions)
         action, why = choose(evidence, rules, obs.text, obs.actions, self._params, exact=level in ("same", "state"))
         if self._credit_acted:  # exploring acted on nothing recalled: credit nothing
             acted = [i.id for i in near if i.content.get("action") == action] if why == "memory" else []
@@ -176,7 +177,9 @@ class ReflexaAgent:
         action), so with this they stay apart per world and place, and the agent
         can tell "this very situation" from "the same view elsewhere". It is not
         embedded (the namespace's state text is the observation only), so in a
-        world never seen the same view met elsewhere is still found.
+        world never seen the same view met elsewhere is still found, and still an
+        exact match for the server; the agent tells the two apart by the
+        ``state_data`` each exemplar carries (:func:`~examples.common.memory_policy.nearest`).
         """
         out = {"episode_start": hashlib.sha256(self._start.encode()).hexdigest()[:16]}
         if obs.tracking:

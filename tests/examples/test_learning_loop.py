@@ -7,6 +7,7 @@ from reflexa import Client
 
 from examples.babyai.env import BabyAIGoTo
 from examples.common.agents import ReflexaAgent
+from examples.common.memory_policy import MemoryParams, nearest
 
 WORLD = 559032  # a GoToLocal train world whose target is one step from the start
 NAMESPACE = "examples-loop"
@@ -27,16 +28,23 @@ def test_episodes_are_stored_indexed_recalled_and_credited(live_server) -> None:
     assert sorted(t.step_count for t in stored.values()) == sorted(r.steps for r in results)
     assert sorted(bool(t.outcome and t.outcome.success) for t in stored.values()) == sorted(r.success for r in results)
 
-    # Exemplars indexed, and retrieval by a state returns that very state first.
+    # Exemplars indexed, and retrieval by a state returns that very state first, on
+    # the server's default ranking (the namespace sets only its state text), flagged
+    # as an exact match: the agent acts on the flag, not on a similarity threshold.
     start = env.reset(WORLD, "train")
     situation = agent.situation(start)  # where the episode began, where the agent is
     hits = client.retrieve(NAMESPACE, start.text, data=situation, internal_state=start.subgoal, kinds=["exemplar"], k=5)
     top = hits.items[0]
-    assert top.kind == "exemplar"
+    assert top.kind == "exemplar" and top.exact_match
     assert top.content["observation"] == start.text and top.content["state_data"] == situation
     assert top.content["internal_state"] == start.subgoal
     assert top.state_similarity > 0.999 and top.similarity > 0.999
     assert top.content["action"] in start.actions
+    exact = [i for i in hits.items if i.exact_match]
+    assert hits.items[: len(exact)] == exact  # exact matches rank above every other item
+    assert all(i.content["observation"] == start.text for i in exact)
+    same, level = nearest(hits.items, MemoryParams(), situation)
+    assert level == "same" and same and all(i.content["state_data"] == situation for i in same)
 
     # Outcomes moved utility: the start state's exemplars were served to later
     # episodes, whose outcomes credited them.

@@ -2,7 +2,7 @@
 and 1M indexed items, against the raw floor (the same encode + index search in one
 process) and against mem0 on the same workload.
 
-    python -m bench.retrieval [--sizes 10000,100000,1000000] [--quick | --smoke] [--skip-mem0]
+    python -m bench.retrieval [--sizes 10000,100000,1000000] [--quick | --smoke] [--skip-mem0] [--skip-lag]
                               [--out docs/benchmarks.md] [--out results.json] [--profile DIR]
 
 Server settings can be varied through the environment: the servers inherit every
@@ -48,6 +48,7 @@ It measures and reports; it asserts nothing about timings.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import pickle
@@ -76,7 +77,13 @@ from bench.retrieval_vs_mem0 import run_mem0
 
 
 def run(
-    cfg: Config, command: str, quick: bool, skip_mem0: bool, backend: str, profile_dir: Path | None = None
+    cfg: Config,
+    command: str,
+    quick: bool,
+    skip_mem0: bool,
+    backend: str,
+    profile_dir: Path | None = None,
+    skip_lag: bool = False,
 ) -> Report:
     started = time.perf_counter()
     os.environ.update(OFFLINE_ENV)
@@ -89,7 +96,8 @@ def run(
         work = Path(tmp)
         for n in cfg.sizes:
             rep.sizes.append(run_size(cfg, n, data, dbs, work, floor_enc, floor_enc.name, backend, profile_dir))
-        rep.lag = run_lag(cfg, dbs, work, backend)
+        if not skip_lag:
+            rep.lag = run_lag(cfg, dbs, work, backend)
         if not skip_mem0:
             rep.mem0 = run_mem0(cfg, data, work)
     rep.wall_s = time.perf_counter() - started
@@ -110,6 +118,12 @@ def main(argv: list[str] | None = None) -> int:
     size.add_argument("--smoke", action="store_true", help="300 items, 1 s windows: seconds, for tests/bench")
     parser.add_argument("--sizes", help="comma-separated item counts (default 10000,100000,1000000)")
     parser.add_argument("--skip-mem0", action="store_true", help="leave the mem0 comparison out")
+    parser.add_argument(
+        "--skip-lag",
+        action="store_true",
+        help="leave ingest-to-searchable out (bench.freshness measures it on `reflexa serve` defaults; "
+        "--smoke always does)",
+    )
     parser.add_argument("--unique", type=int, help="real encoded states (default 40000; quick 10000)")
     parser.add_argument("--sigma", type=float, help="noise per component of synthetic items (default 0.01)")
     parser.add_argument("--backend", choices=["sqlite", "postgres"], default="sqlite")
@@ -130,6 +144,8 @@ def main(argv: list[str] | None = None) -> int:
         changes["unique"] = min(args.unique, MAX_UNIQUE)
     if args.sigma is not None:
         changes["sigma"] = args.sigma
+    if args.skip_mem0 or importlib.util.find_spec("mem0") is None:
+        changes["mem0_items"] = 0  # nor Reflexa's side of the comparison
     if changes:
         cfg = Config(**{**asdict(cfg), **changes})
     command = (
@@ -137,13 +153,17 @@ def main(argv: list[str] | None = None) -> int:
         + (" --quick" if args.quick else "")
         + (" --smoke" if args.smoke else "")
         + (f" --sizes {args.sizes}" if args.sizes else "")
+        + (f" --unique {args.unique}" if args.unique else "")
         + (" --skip-mem0" if args.skip_mem0 else "")
+        + (" --skip-lag" if args.skip_lag else "")
         + (f" --backend {args.backend}" if args.backend != "sqlite" else "")
         + "".join(f" --out {p}" for p in args.out if p.suffix == ".md")
     )
     if args.profile:
         args.profile.mkdir(parents=True, exist_ok=True)
-    rep = run(cfg, command, args.quick or args.smoke, args.skip_mem0, args.backend, args.profile)
+    # --smoke leaves the lag part to bench.freshness --smoke (tests/bench runs both): seconds saved.
+    skip_lag = args.skip_lag or args.smoke
+    rep = run(cfg, command, args.quick or args.smoke, args.skip_mem0, args.backend, args.profile, skip_lag)
     progress(f"done in {rep.wall_s / 60:.1f} min")
     if args.profile:
         summary = "\n".join(

@@ -36,6 +36,9 @@ class Config:
     steps_per_trajectory: int
     sigma: float
     quiet_wait_s: float
+    batch_sizes: tuple[int, ...] = (32, 128)  # POST …/retrieve/batch sizes against single retrieves
+    batch_states: int = 256  # states per mode and round of the batch-throughput runs
+    batch_rounds: int = 3
 
 
 FULL = Config(
@@ -67,6 +70,8 @@ QUICK = Config(
     steps_per_trajectory=10,
     sigma=0.01,
     quiet_wait_s=3.0,
+    batch_states=128,
+    batch_rounds=2,
 )
 # Seconds, not minutes: only shows that every part runs (tests/bench); the numbers mean little.
 SMOKE = Config(
@@ -83,6 +88,9 @@ SMOKE = Config(
     steps_per_trajectory=3,
     sigma=0.01,
     quiet_wait_s=0.5,
+    batch_sizes=(8, 16),
+    batch_states=16,
+    batch_rounds=1,
 )
 
 # The query pool, fixed whatever the config (a config uses a prefix of each slice),
@@ -90,8 +98,10 @@ SMOKE = Config(
 SEQ = (0, 500)  # sequential miss/hit runs; vectors encoded (for ground truth)
 CMP = (500, 700)  # mem0 and Reflexa at mem0's size; vectors encoded
 WARM = (700, 760)  # warm-up and first (index-building) requests
-POOL = (760, 8760)  # concurrent cache-miss runs: text only
-N_QUERIES = POOL[1]
+POOL = (760, 4760)  # concurrent cache-miss runs: text only
+BATCH_POOL = (4760, 8260)  # batch-throughput runs, a fresh slice per mode and round: text only
+PROFILE_POOL = (8260, 8760)  # --profile's cache-miss run: text only
+N_QUERIES = PROFILE_POOL[1]
 
 
 def progress(message: str) -> None:

@@ -153,6 +153,7 @@ def render_markdown(rep: Report) -> str:
                 f"| {s.n:,} | {lr.path}{note} | {lr.per_s:,.0f} | {_f(lr.latency.p50_ms)} | {_f(lr.latency.p99_ms)} "
                 f"| {lr.errors} | {lr.cpu.server_pct:.0f} % | {lr.cpu.client_pct:.0f} % | {lr.cpu.other_pct:.0f} % |"
             )
+    lines += batch_lines(rep)
     lines += [
         "",
         "### Index build, memory, population",
@@ -196,7 +197,16 @@ def render_markdown(rep: Report) -> str:
             "",
             profiled_size.profile["hit"],
         ]
-    if rep.lag is not None:
+    if rep.lag is None:
+        lines += [
+            "",
+            "### Ingest to searchable (in-process worker on)",
+            "",
+            "Not run here (`--skip-lag`; `--smoke` always leaves it out): see the Freshness section "
+            "(`python -m bench.freshness`), which measures it on `reflexa serve` defaults against the "
+            "encoder's own rate, and the lag under load.",
+        ]
+    else:
         lg = rep.lag
         lines += [
             "",
@@ -233,7 +243,11 @@ def render_markdown(rep: Report) -> str:
     if m0 is None:
         lines.append("Skipped (`--skip-mem0`).")
     elif not m0.get("ok"):
-        lines.append(f"mem0 could not run: `{m0.get('error')}`")
+        lines.append(
+            f"Skipped: mem0 could not run here (`{m0.get('error')}`). The comparison needs the `bench` extra "
+            "(`pip install -c constraints.txt -e '.[bench]'`); its last measured numbers are in this file's git "
+            "history."
+        )
     else:
         lines += [
             f"mem0ai {m0['versions'].get('mem0ai')} in its own process: `Memory.from_config` with the huggingface "
@@ -271,9 +285,71 @@ def render_markdown(rep: Report) -> str:
     return "\n".join(lines) + "\n"
 
 
+def batch_lines(rep: Report) -> list[str]:
+    sized = [s for s in rep.sizes if getattr(s, "batch", None) is not None]
+    if not sized:
+        return []
+    b0 = sized[0].batch
+    lines = [
+        "",
+        "### Batch retrieve throughput",
+        "",
+        f"`POST …/retrieve/batch` against the same kind of states as single `POST …/retrieve` calls and against "
+        f"the raw floor. {b0.rounds} round{'s' if b0.rounds != 1 else ''} of every mode on {b0.states_per_round} "
+        "states each, interleaved (the order of the modes rotates by round); every HTTP mode of every round sends "
+        "its own held-out states that no request sent before (all cache misses, default request, k=10). "
+        "states/s = states / wall-clock of that mode's runs. Floor = in the benchmark process, one "
+        "`encode` call of the same texts (the server's ONNX settings: 1 intra-op thread, batches of 64 inside) "
+        "+ one faiss search of all of them in the server's own index (its snapshot). Server CPU ms/state = the "
+        "server process's CPU time / states; other CPU = the rest of the machine while that mode ran "
+        "(% of one core).",
+        "",
+        "| items | mode | states/s | per round | vs floor | vs single, 1 client | server CPU ms/state "
+        "| other CPU | errors |",
+        "|---:|---|---:|---|---:|---:|---:|---:|---:|",
+    ]
+    for s in sized:
+        b = s.batch
+        floor, one = b.floor.per_s, b.rows[len(rep.config["batch_sizes"])].per_s
+        for row in b.rows:
+            cpu = "–" if row.mode == "floor" else _f(row.server_ms_per_state)
+            lines.append(
+                f"| {s.n:,} | {row.mode} | {row.per_s:,.0f} | {' / '.join(f'{x:,.0f}' for x in row.per_round)} "
+                f"| {row.per_s / floor:.0%} | {row.per_s / one:.2f}x | {cpu} | {row.other_pct:.0f} % "
+                f"| {row.errors} |"
+            )
+    lines += [
+        "",
+        "Floor breakdown: "
+        + "; ".join(
+            f"{s.n:,}: encode {1000 * s.batch.floor_encode_s / s.batch.floor.states:.2f} ms/state, "
+            f"search {1000 * s.batch.floor_search_s / s.batch.floor.states:.3f} ms/state"
+            for s in sized
+        )
+        + ".",
+    ]
+    return lines
+
+
 def verdicts(rep: Report) -> list[str]:
     """Plain statements against the issue's aims, computed from the numbers."""
     out = []
+    for s in rep.sizes:
+        b = getattr(s, "batch", None)
+        if b is None:
+            continue
+        n_batch = len(rep.config["batch_sizes"])
+        best = max(b.rows[:n_batch], key=lambda r: r.per_s)
+        singles = b.rows[n_batch : n_batch + 2]
+        best_single = max(singles, key=lambda r: r.per_s)
+        out.append(
+            f"- Batch retrieve at {s.n:,}: best {best.mode} {best.per_s:,.0f} states/s = "
+            f"{best.per_s / best_single.per_s:.2f}x the best single-call rate ({best_single.mode}, "
+            f"{best_single.per_s:,.0f}/s) and {best.per_s / b.floor.per_s:.0%} of the floor "
+            f"({b.floor.per_s:,.0f}/s); "
+            + ("**faster than single calls**" if best.per_s > best_single.per_s else "**not faster than single calls**")
+            + "."
+        )
     for s in rep.sizes:
         ratio = s.miss.p50_ms / s.floor.total.p50_ms
         out.append(

@@ -15,7 +15,8 @@ import httpx
 from bench.cpu import wait_for_quiet
 from bench.databases import Databases
 from bench.latency import Latency
-from bench.retrieval_config import BENCH_NS, CMP, CMP_NS, POOL, SEQ, WARM, Config, progress
+from bench.retrieval_batch import BatchResult, run_batch
+from bench.retrieval_config import BATCH_POOL, BENCH_NS, CMP, CMP_NS, POOL, PROFILE_POOL, SEQ, WARM, Config, progress
 from bench.retrieval_data import Data, dataset, exact_top, recall
 from bench.retrieval_floor import Floor, FloorRun, load_snapshot
 from bench.retrieval_http import LoadResult, concurrent, sequential
@@ -52,6 +53,7 @@ class SizeResult:
     load: list[LoadResult]
     other_cpu_pct: float
     cmp: dict[str, Any] | None = None
+    batch: BatchResult | None = None
     profile: dict[str, str] | None = None  # path -> markdown table (with --profile)
 
 
@@ -95,6 +97,7 @@ def run_size(
     seq_texts = [q.observation for q in data.queries[SEQ[0] : SEQ[0] + cfg.seq_queries]]
     warm_texts = [q.observation for q in data.queries[WARM[0] : WARM[0] + cfg.warmup + 1]]
     pool_texts = [q.observation for q in data.queries[POOL[0] : POOL[1]]]
+    batch_texts = [q.observation for q in data.queries[BATCH_POOL[0] : BATCH_POOL[1]]]
     data_dir = work / f"data-{n}"
     retrieve_path = f"/v1/namespaces/{BENCH_NS}/retrieve"
     # Phase 1: a fresh start builds the index from the embeddings table on the first
@@ -147,13 +150,20 @@ def run_size(
                 f"  {lr.clients} clients, {lr.path}: {lr.per_s:.0f} req/s, p50 {lr.latency.p50_ms:.1f} ms, "
                 f"p99 {lr.latency.p99_ms:.1f} ms"
             )
+        wait_for_quiet(os.cpu_count() or 1, max_wait_s=cfg.quiet_wait_s)
+        batch = run_batch(srv, key, client, BENCH_NS, cfg, batch_texts, index, floor_enc)
+        progress(
+            "  states/s: "
+            + ", ".join(f"{row.mode} {row.per_s:.0f}" for row in batch.rows)
+            + f" (errors {sum(row.errors for row in batch.rows)})"
+        )
         cmp = None
         if cmp_pop is not None:
             cmp = measure_cmp(client, cfg, data)
         rss_end, _ = proc_memory_mb(srv.pid)
         profile: dict[str, str] | None = None
         if profile_dir is not None:  # after the measured runs: sampling perturbs latency
-            fresh = pool_texts[-cfg.seq_queries :]  # the concurrent miss run takes the pool from the front
+            fresh = [q.observation for q in data.queries[PROFILE_POOL[0] : PROFILE_POOL[0] + cfg.seq_queries]]
             profile = {
                 "miss": profiled(srv, client, BENCH_NS, fresh, profile_dir / f"retrieve-{n}-miss.txt"),
                 "hit": profiled(srv, client, BENCH_NS, seq_texts, profile_dir / f"retrieve-{n}-hit.txt"),
@@ -187,6 +197,7 @@ def run_size(
         load=loads,
         other_cpu_pct=other,
         cmp=cmp,
+        batch=batch,
         profile=profile,
     )
     progress(

@@ -38,12 +38,34 @@ EXPECTED: dict[str, tuple[list[str], list[str]]] = {
             "### Latency, cache-hit path (the same queries repeated)",
             "### Raw floor breakdown (one process, no HTTP)",
             "### Throughput, 2 concurrent clients",
+            "### Batch retrieve throughput",
             "### Index build, memory, population",
             "### Ingest to searchable (in-process worker on)",
             "### mem0 on the same workload",
             "### Against the aims",
         ],
-        [r"\| 300 \| exact", r"\| 300 \| miss \|", r"\| 300 \| hit \|", r"\| one retrieve with the consistency token"],
+        [
+            r"\| 300 \| exact",
+            r"\| 300 \| miss \|",
+            r"\| 300 \| hit \|",
+            *(rf"\| 300 \| {mode} \| [\d,]+ \|" for mode in ("batch of 8", "batch of 16", "single, 1 client", "floor")),
+        ],
+    ),
+    "freshness": (
+        [
+            "## Freshness (ingest to searchable)",
+            "### Searchable items/s against the encoder",
+            "### Lag under paced ingest, 1 core busy",
+            "### An awaited job against another namespace's backlog",
+            "### Against the aims",
+        ],
+        [
+            r"\| 1 \| 10 \(20\) \| [\d.]+ \|",  # a searchable round: 2 five-step episodes, two texts a step
+            r"\| all \| 10 \(20\) \|",
+            r"\| [\d.]+ \| [\d.]+ \| \d+ \| \d+ \| [\d.]+ \|",  # a lag level
+            r"\| read-your-writes \(token\) \| [\d.]+ \|",
+            r"\| polled \(no token\) \| [\d.]+ \|",
+        ],
     ),
     "reflect": (
         [

@@ -37,6 +37,14 @@ class RankingSettings(RequestModel):
     utility_weight: float = Field(
         0.5, ge=0.0, le=2.0, description="how far utility moves an item within the similarity band"
     )
+    lexical_weight: float = Field(
+        0.3,
+        ge=0.0,
+        le=1.0,
+        description="share of the lexical match (word overlap of the state texts, numbers and short words "
+        "included) in an item's relevance: (1 - w) * dense cosine + w * lexical; the lexical index also "
+        "adds its own best matches to the candidates; 0 turns both off",
+    )
     similarity_band: float = Field(
         0.05,
         ge=0.0,

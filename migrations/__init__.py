@@ -76,3 +76,19 @@ def schema_status(engine: Engine) -> SchemaStatus:
     with engine.connect() as conn:
         current = MigrationContext.configure(conn).get_current_heads()
     return SchemaStatus(current=tuple(current), head=heads())
+
+
+# Engine structures of the lexical index that the ORM does not describe (migration
+# 0006): SQLite's FTS5 table and its shadow tables, PostgreSQL's tsvector column.
+ENGINE_ONLY_TABLES = ("lexical_fts",)
+ENGINE_ONLY_COLUMNS = {("lexical_texts", "tsv")}
+
+
+def include_name(name: str | None, type_: str, parent_names: dict[str, str | None]) -> bool:
+    """For schema comparisons (autogenerate, the migrations test): everything but
+    the engine-only structures above."""
+    if type_ == "table" and name is not None and name.startswith(ENGINE_ONLY_TABLES):
+        return False
+    if type_ == "column" and (parent_names.get("table_name"), name) in ENGINE_ONLY_COLUMNS:
+        return False
+    return not (type_ == "index" and name == "ix_lexical_texts_tsv")

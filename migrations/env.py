@@ -5,6 +5,7 @@ from __future__ import annotations
 from alembic import context
 from sqlalchemy import create_engine, pool
 
+from migrations import include_name
 from store.models import Base
 
 config = context.config
@@ -30,6 +31,7 @@ def _run(connection) -> None:  # type: ignore[no-untyped-def]
         # SQLite cannot ALTER most things; batch mode rebuilds tables instead.
         render_as_batch=connection.dialect.name == "sqlite",
         compare_type=True,
+        include_name=include_name,
     )
     with context.begin_transaction():
         context.run_migrations()

@@ -22,7 +22,7 @@ class Derived:
     draft: ReflectionDraft
     vectors: dict[str, np.ndarray]
     evidence: list[evidence_repo.EvidenceIn]
-    text_hashes: dict[str, str] | None = None  # when the vectors encode texts (not a centroid)
+    texts: dict[str, str] | None = None  # what the vectors encode, when they encode texts (not a centroid)
 
 
 def upsert_derived(session: Session, item: Derived, *, model: str, actor: str, note: str) -> bool:
@@ -31,13 +31,13 @@ def upsert_derived(session: Session, item: Derived, *, model: str, actor: str, n
     row = repo.read_reflection(session, d.namespace, d.id, for_update=True)
     if row is None:
         row = repo.create_reflection(session, d.values(), actor=actor)
-        write_vectors(session, row, model, item.vectors, item.text_hashes)
+        write_vectors(session, row, model, item.vectors, item.texts)
         evidence_repo.update_evidence(session, row.pk, item.evidence)
         return True
     changed = False
     if row.content != d.content:
         repo.update_reflection(session, row, content=d.content, text=d.text, actor=actor, note=note)
-        write_vectors(session, row, model, item.vectors, item.text_hashes)
+        write_vectors(session, row, model, item.vectors, item.texts)
         changed = True
     if row.status != d.status and row.status != "retired":  # an operator's retirement stands
         repo.update_reflection_status(session, row, d.status, action="status", actor=actor, note=note)

@@ -23,6 +23,7 @@ from reflectors.registry import Reflector, register
 from reflectors.worker import JobView, Write
 from store import embeddings as embeddings_repo
 from store import index_feed
+from store import lexical as lexical_repo
 from store.database import Database
 from store.embedding.base import Embedder
 from store.models import Embedding, Reflection
@@ -78,11 +79,12 @@ def write_vectors(
     row: Reflection,
     model: str,
     vectors: Mapping[str, np.ndarray],
-    hashes: Mapping[str, str] | None = None,
+    texts: Mapping[str, str] | None = None,
 ) -> None:
-    """Replace the row's vectors of this model (a field no longer present goes), with
-    the hashes of the texts they encode when they encode texts, and put the row on
-    the index feed."""
+    """Replace the row's vectors of this model (a field no longer present goes) and
+    put the row on the index feed. `texts`, when the vectors encode texts (not, say,
+    a centroid): the hash of each is stored beside its vector, and the state text
+    goes into the lexical index."""
     index_feed.lock_feed(session, row.namespace)
     session.execute(
         delete(Embedding).where(
@@ -96,8 +98,12 @@ def write_vectors(
         kind=row.kind,
         model=model,
         vectors=vectors,
-        text_hashes=hashes,
+        text_hashes=text_hashes(texts) if texts else None,
     )
+    if texts and "state" in texts:
+        lexical_repo.update_lexical_text(
+            session, reflection_pk=row.pk, namespace=row.namespace, kind=row.kind, text_=texts["state"]
+        )
     index_feed.create_changes(session, row.namespace, [(row.kind, row.pk, "upsert")])
 
 
@@ -115,12 +121,11 @@ class ReembedReflection:
                 return None  # deleted, or edited again: the newer version's job does the work
             texts = reflection_texts(row, read_settings(session, row.namespace))
         vectors = encode_texts(self.embedder, [texts], self.db)[0]  # no transaction open
-        hashes = text_hashes(texts)
 
         def write(session: Session) -> None:
             current = session.get(Reflection, row.pk)
             if current is not None and current.version == job.payload["version"]:
-                write_vectors(session, current, self.embedder.name, vectors, hashes)
+                write_vectors(session, current, self.embedder.name, vectors, texts)
 
         return write
 

@@ -22,7 +22,7 @@ from domain.reflections import ReflectionDraft
 from domain.settings import NamespaceSettings, read_settings
 from domain.state_text import task_query_text
 from reflectors.derived import Derived, upsert_derived
-from reflectors.embed import encode_texts, text_hashes
+from reflectors.embed import encode_texts
 from reflectors.registry import Reflector, register
 from reflectors.worker import JobView, Write
 from store import evidence as evidence_repo
@@ -185,7 +185,7 @@ class EvidenceCardReflector:
             evidence=[
                 evidence_repo.EvidenceIn(t.pk, None, None, success=t.success, value=t.reward) for t in trajectories
             ],
-            text_hashes=text_hashes(texts),
+            texts=texts,
         )
 
         def write(session: Session) -> None:

@@ -39,6 +39,7 @@ from reflectors.worker import JobView, TransientError, Write
 from store import embeddings as embeddings_repo
 from store import evidence as evidence_repo
 from store import index_feed
+from store import lexical as lexical_repo
 from store import reflections as repo
 from store import trajectories as trajectories_repo
 from store.database import Database
@@ -211,6 +212,9 @@ class ExemplarReflector:
                         model=self.embedder.name,
                         vectors=vectors[ex.id],
                         text_hashes=text_hashes(ex.texts),
+                    )
+                    lexical_repo.update_lexical_text(
+                        session, reflection_pk=row.pk, namespace=namespace, kind=KIND, text_=ex.state_text
                     )
                     changes.append((KIND, row.pk, "upsert"))
                 evidence_repo.create_evidence(session, row.pk, ex.evidence)

@@ -13,6 +13,8 @@ from domain.reflections import TASK_KEYED
 from domain.settings import read_settings
 from reflectors.embed import encode_texts, reflection_texts, text_hashes, write_vectors
 from store import embeddings as embeddings_repo
+from store import lexical as lexical_repo
+from store import reflections as repo
 from store.database import Database
 from store.embedding.base import Embedder
 from store.index_registry import IndexRegistry
@@ -39,7 +41,7 @@ def reembed_missing(db: Database, embedder: Embedder, namespace: str) -> int:
             for r, vecs, t in zip(rows, vectors, texts, strict=True):
                 current = session.get(Reflection, r.pk)
                 if current is not None:  # it may have gone while we encoded
-                    write_vectors(session, current, embedder.name, vecs, text_hashes(t))
+                    write_vectors(session, current, embedder.name, vecs, t)
         done += len(rows)
         after = rows[-1].pk
 
@@ -70,6 +72,30 @@ def backfill_text_hashes(db: Database, *, namespace: str, model: str) -> int:
         after = rows[-1].pk
 
 
+def rebuild_lexical(db: Database, namespace: str) -> int:
+    """Write the lexical text of every reflection whose vector encodes a text (from
+    SQL, as the workers write it); returns how many."""
+    done = 0
+    after = 0
+    while True:
+        with db.read() as session:
+            settings = read_settings(session, namespace)
+            rows = repo.list_reflections_in_pk_order(session, namespace, sorted(HASHABLE), after_pk=after, limit=PAGE)
+        if not rows:
+            return done
+        with db.write() as session:
+            for r in rows:
+                lexical_repo.update_lexical_text(
+                    session,
+                    reflection_pk=r.pk,
+                    namespace=namespace,
+                    kind=r.kind,
+                    text_=reflection_texts(r, settings)["state"],
+                )
+        done += len(rows)
+        after = rows[-1].pk
+
+
 def reindex(db: Database, embedder: Embedder, registry: IndexRegistry, namespaces: list[str]) -> dict[str, int]:
     """Re-encode what lacks vectors, rebuild and save each namespace's indexes.
     Returns namespace -> vectors indexed."""
@@ -77,6 +103,7 @@ def reindex(db: Database, embedder: Embedder, registry: IndexRegistry, namespace
     for namespace in namespaces:
         reembed_missing(db, embedder, namespace)
         backfill_text_hashes(db, namespace=namespace, model=embedder.name)
+        rebuild_lexical(db, namespace)
         out[namespace] = registry.rebuild(namespace)
         registry.save(namespace)
     return out

@@ -123,7 +123,7 @@ class Worker:
                 kinds=kinds or list(self.handlers),
                 starved_after=starved_after,
             )
-            batch = self.batch_sizes.get(claimed[0].kind, 1) if len(claimed) == 1 else 1
+            batch = self._batch_size(claimed[0].kind) if len(claimed) == 1 else 1
             if batch > 1:  # more of the same kind, in claim order, to share one encoder call
                 claimed += jobs_repo.claim_jobs(
                     session,
@@ -141,6 +141,11 @@ class Worker:
             with ThreadPoolExecutor(max_workers=len(views)) as pool:
                 list(pool.map(lambda view: self._run(view, holder), views))
         return len(views)
+
+    def _batch_size(self, kind: str) -> int:
+        """Jobs of this kind to claim together (1 unless its handler runs batches)."""
+        has_batches = callable(getattr(self.handlers[kind], "run_batch", None))
+        return self.batch_sizes.get(kind, 1) if has_batches else 1
 
     def run_until_idle(self, max_rounds: int = 10_000) -> int:
         """Drain what is runnable now (tests, `reflexa worker --until-idle`); returns jobs run."""

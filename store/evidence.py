@@ -25,26 +25,45 @@ class EvidenceIn:
 
 
 def create_evidence(session: Session, reflection_pk: int, evidence: Sequence[EvidenceIn]) -> int:
-    """Link evidence; a link already stored is left as is (re-run jobs). Returns new links."""
+    """Link evidence; a link already stored (same trajectory and step start, a whole
+    trajectory's NULL start included) is left as is (re-run jobs). Returns the
+    number of links added."""
     if not evidence:
         return 0
-    rows = [
-        {
-            "reflection_pk": reflection_pk,
-            "trajectory_pk": e.trajectory_pk,
-            "step_start": e.step_start,
-            "step_end": e.step_end,
-            "success": e.success,
-            "value": e.value,
-        }
-        for e in evidence
-    ]
+    e = ReflectionEvidence
+    stored = {
+        (t, start)
+        for t, start in session.execute(
+            select(e.trajectory_pk, e.step_start).where(
+                e.reflection_pk == reflection_pk, e.trajectory_pk.in_({x.trajectory_pk for x in evidence})
+            )
+        )
+    }
+    rows = []
+    for x in evidence:
+        key = (x.trajectory_pk, x.step_start)
+        if key in stored:  # NULL starts compare equal here, unlike in the unique index
+            continue
+        stored.add(key)
+        rows.append(
+            {
+                "reflection_pk": reflection_pk,
+                "trajectory_pk": x.trajectory_pk,
+                "step_start": x.step_start,
+                "step_end": x.step_end,
+                "success": x.success,
+                "value": x.value,
+            }
+        )
+    if not rows:
+        return 0
     stmt = (
-        dialect_insert(session)(ReflectionEvidence)
+        dialect_insert(session)(e)
         .values(rows)
         .on_conflict_do_nothing(index_elements=["reflection_pk", "trajectory_pk", "step_start"])
+        .returning(e.pk)  # a concurrent writer's link is skipped, and not counted
     )
-    return session.execute(stmt).rowcount or 0
+    return len(session.execute(stmt).all())
 
 
 def update_evidence_stats(session: Session, reflection_pks: Sequence[int]) -> None:

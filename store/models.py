@@ -281,6 +281,22 @@ class Embedding(Base):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
 
+class LexicalText(Base):
+    """A reflection's state text for lexical search (store/lexical.py). The engine's
+    own index over it lives outside the ORM: an FTS5 table on SQLite, a generated
+    `tsvector` column with a GIN index on PostgreSQL (migration 0006)."""
+
+    __tablename__ = "lexical_texts"
+    __table_args__ = (Index("ix_lexical_texts_ns_kind", "namespace", "kind"),)
+
+    reflection_pk: Mapped[int] = mapped_column(
+        BigPK, ForeignKey("reflections.pk", ondelete="CASCADE"), primary_key=True, autoincrement=False
+    )
+    namespace: Mapped[str] = mapped_column(String(64))
+    kind: Mapped[str] = mapped_column(String(16))
+    text: Mapped[str] = mapped_column(Text)
+
+
 class IndexChange(Base):
     """The change feed the in-memory vector indexes catch up from.
 

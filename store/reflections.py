@@ -46,6 +46,16 @@ def list_reflections(
     return list(session.scalars(stmt.order_by(Reflection.pk.desc()).limit(limit)))
 
 
+def list_reflections_in_pk_order(
+    session: Session, namespace: str, kinds: Sequence[str], *, after_pk: int, limit: int
+) -> list[Reflection]:
+    """A page of the namespace's reflections of these kinds, oldest first (rebuilds)."""
+    stmt = select(Reflection).where(
+        Reflection.namespace == namespace, Reflection.kind.in_(list(kinds)), Reflection.pk > after_pk
+    )
+    return list(session.scalars(stmt.order_by(Reflection.pk).limit(limit)))
+
+
 def list_reflection_versions(session: Session, reflection_pk: int) -> list[ReflectionVersion]:
     stmt = select(ReflectionVersion).where(ReflectionVersion.reflection_pk == reflection_pk)
     return list(session.scalars(stmt.order_by(ReflectionVersion.pk)))

@@ -15,6 +15,7 @@ from sqlalchemy.orm import Session
 
 from store.models import (
     Embedding,
+    LexicalText,
     Namespace,
     Reflection,
     ReflectionEvidence,
@@ -71,6 +72,7 @@ class CandidateRow:
     evidence_value: float | None
     vectors: dict[str, np.ndarray] = field(default_factory=dict)
     text_hashes: dict[str, str | None] = field(default_factory=dict)  # field -> hash of the text encoded
+    lexical_text: str | None = None  # its state text in the lexical index
 
     @property
     def content(self) -> dict[str, Any]:
@@ -108,8 +110,9 @@ def list_candidates(
         return []
     r = Reflection
     stmt = (
-        select(*_CANDIDATE_COLUMNS, Embedding.field, Embedding.vector, Embedding.text_hash)
+        select(*_CANDIDATE_COLUMNS, Embedding.field, Embedding.vector, Embedding.text_hash, LexicalText.text)
         .join(Embedding, and_(Embedding.reflection_pk == r.pk, Embedding.model == model))
+        .outerjoin(LexicalText, LexicalText.reflection_pk == r.pk)
         .where(
             r.pk.in_(list(pks)),
             r.namespace == namespace,
@@ -132,10 +135,10 @@ def list_candidates(
             ~_cited_by(Trajectory.namespace == namespace, Trajectory.id.in_(list(f.exclude_trajectory_ids)))
         )
     out: dict[int, CandidateRow] = {}
-    for *columns, fld, blob, digest in session.execute(stmt):
+    for *columns, fld, blob, digest, lexical in session.execute(stmt):
         row = out.get(columns[0])
         if row is None:
-            row = out[columns[0]] = CandidateRow(*columns)
+            row = out[columns[0]] = CandidateRow(*columns, lexical_text=lexical)
         row.vectors[fld] = np.frombuffer(blob, dtype="<f4")
         row.text_hashes[fld] = digest
     return list(out.values())

@@ -24,7 +24,7 @@ from domain.jobs import Dedup, Lane, Priority, declare
 from domain.reflections import ReflectionDraft
 from domain.settings import NamespaceSettings, read_settings
 from domain.state_text import task_query_text
-from reflectors.embed import encode_texts, text_hashes, write_vectors
+from reflectors.embed import encode_texts, write_vectors
 from reflectors.llm_client import LLMClient
 from reflectors.llm_client.schemas import Criterion, RubricOut
 from reflectors.prompted.common import RUBRICS_NAME, show_steps, stable_id
@@ -184,7 +184,7 @@ class RubricsReflector:
             else:
                 row.reflector_version, row.model, row.environment = prompt.id, result.model, environment
                 repo.update_reflection(session, row, content=content, text=content["text"], actor=actor, note=note)
-            write_vectors(session, row, model, vectors, text_hashes(texts))
+            write_vectors(session, row, model, vectors, texts)
             evidence_repo.update_evidence(session, row.pk, evidence)
             if (
                 row.status == "candidate"

@@ -2,13 +2,17 @@
 
     score = base + band * m
     base  = 1 + band           for an exact match of the query state
-            similarity         otherwise
+            relevance          otherwise
+    relevance = (1 - lexical_weight) * similarity + lexical_weight * lexical_similarity
     m     = clamp((u + r) / 2, -1/2, +1/2)
     u     = utility_weight * 2 * (mean - baseline)        (the utility term)
     r     = recency_factor - 1 = -recency_weight * (1 - 0.5 ** (age / half_life))
 
 - similarity: cosine of the state match; when the query and the item both carry an
   internal state, the joint `(1 - w) * state + w * internal` (w = ranking.internal_weight).
+- lexical_similarity: the cosine of the query's and the item's state-text word
+  sets (numbers and short words count); without a lexical text, relevance is the
+  similarity.
 - exact match: the item's state text is the query's state text (the same text
   hash), and, when the query gives an internal state, its internal state too.
 - `mean` is the posterior success rate of the item when served (Beta prior of
@@ -18,9 +22,9 @@
 
 What this guarantees, whatever the utility (docs/retrieval.md argues it):
 1. an exact match outranks every non-exact item (its score is at least
-   1 + band/2, a non-exact item's at most cosine + band/2 <= 1 + band/2, and ties
+   1 + band/2, a non-exact item's at most relevance + band/2 <= 1 + band/2, and ties
    go to the exact one);
-2. of two items whose similarities differ by more than `band`, the more similar one
+2. of two items whose relevances differ by more than `band`, the more relevant one
    ranks higher (|band * m| <= band/2 on each side);
 3. within the band, utility and recency reorder: items that keep failing sink,
    items that lift success above the baseline rise; few observations move little.
@@ -36,6 +40,7 @@ from datetime import datetime
 import numpy as np
 
 from domain.settings import RankingSettings
+from store.lexical import tokens as lexical_tokens
 
 PRIOR_STRENGTH = 2.0
 
@@ -67,6 +72,24 @@ def joint_similarity(state: float, internal: float | None, weight: float) -> flo
     if internal is None:
         return state
     return (1.0 - weight) * state + weight * internal
+
+
+def lexical_similarity(query_words: frozenset[str], text: str | None) -> float | None:
+    """Cosine of the two texts' word sets: shared words over the geometric mean of
+    their sizes (None: the item has no lexical text, or the query no words)."""
+    if text is None or not query_words:
+        return None
+    words = set(lexical_tokens(text))
+    if not words:
+        return 0.0
+    return len(query_words & words) / math.sqrt(len(query_words) * len(words))
+
+
+def relevance(dense: float, lexical: float | None, weight: float) -> float:
+    """(1 - w) * dense + w * lexical; the dense similarity alone without a lexical one."""
+    if lexical is None:
+        return dense
+    return (1.0 - weight) * dense + weight * lexical
 
 
 def recency_factor(updated_at: datetime, now: datetime, settings: RankingSettings) -> float:

@@ -79,6 +79,9 @@ class RetrievedItem(ResponseModel):
     similarity: float = Field(
         description="raw cosine of the state match (joint with internal state when both have one)"
     )
+    lexical_similarity: float | None = Field(
+        None, description="word overlap of the state texts (cosine of their word sets); null without a lexical text"
+    )
     exact_match: bool = Field(
         False, description="the item's state (and internal state, when the query gave one) is the query's, exactly"
     )

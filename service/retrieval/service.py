@@ -37,6 +37,7 @@ from service.retrieval.schemas import (
     UtilityRead,
 )
 from store import evidence as evidence_repo
+from store import lexical as lexical_repo
 from store import retrievals as repo
 from store.database import Database
 from store.embedding.base import Embedder
@@ -53,6 +54,11 @@ class _Query:
     internal: np.ndarray | None
     task: np.ndarray | None
     hashes: dict[str, str]  # "state" / "internal" / "task" -> hash of the text embedded
+    texts: dict[str, str]  # "state" / "internal" / "task" -> the text embedded
+
+    def text_for(self, kind: str) -> str | None:
+        """The query text an item of this kind is matched against (lexically too)."""
+        return self.texts.get("task" if kind in TASK_KEYED else "state")
 
     def for_kind(self, kind: str) -> np.ndarray | None:
         """The vector an item of this kind is matched against (None: not matchable)."""
@@ -73,6 +79,7 @@ class _Candidate:
     state_sim: float
     internal_sim: float | None
     similarity: float
+    lexical: float | None
     exact: bool
     score: float
     utility: ranking.Utility
@@ -131,7 +138,7 @@ class RetrievalService:
         self.registry.sync(ns, force=any(t is not None for t in tokens))
 
         queries = self._embed_queries(reqs, settings)
-        first_hits = self._search_all(ns, reqs, queries)
+        first_hits = self._search_all(ns, reqs, queries, lexical=settings.ranking.lexical_weight > 0)
         chosen = [
             self._choose(self._candidates(ns, req, settings, query, baseline, hits), req)
             for req, query, hits in zip(reqs, queries, first_hits, strict=True)
@@ -202,6 +209,7 @@ class RetrievalService:
                     internal=vectors.get("internal"),
                     task=vectors.get("task"),
                     hashes={name: text_hash(text) for name, text in texts.items()},
+                    texts=texts,
                 )
             )
         return queries
@@ -238,7 +246,9 @@ class RetrievalService:
                     out[i] = (pks, exhausted and len(found) >= len(index))
         return out
 
-    def _search_all(self, ns: str, reqs: list[RetrieveRequest], queries: list[_Query]) -> list[tuple[set[int], bool]]:
+    def _search_all(
+        self, ns: str, reqs: list[RetrieveRequest], queries: list[_Query], *, lexical: bool
+    ) -> list[tuple[set[int], bool]]:
         """The first search of every request, batched by kind: requests asking for the
         same kinds are searched together."""
         out: list[tuple[set[int], bool]] = [(set(), True) for _ in reqs]
@@ -251,7 +261,23 @@ class RetrievalService:
             )
             for i, hit in zip(members, found, strict=True):
                 out[i] = hit
+        if lexical:
+            with self.db.read() as session:
+                for i, (req, query) in enumerate(zip(reqs, queries, strict=True)):
+                    out[i][0].update(self._lexical_hits(session, ns, req, query))
         return out
+
+    def _lexical_hits(self, session: Session, ns: str, req: RetrieveRequest, query: _Query) -> set[int]:
+        """The lexical index's best matches of the query's state text (and task text,
+        for the task-keyed kinds): candidates a dense search may rank too low."""
+        fetch = self._fetch_size(req)
+        found: set[int] = set()
+        for keyed in (False, True):
+            kinds = [k for k in req.kinds if (k in TASK_KEYED) is keyed]
+            text = query.texts.get("task" if keyed else "state")
+            if kinds and text:
+                found.update(pk for pk, _ in lexical_repo.list_lexical_matches(session, ns, kinds, text, fetch))
+        return found
 
     def _candidates(
         self,
@@ -276,6 +302,15 @@ class RetrievalService:
         want = req.k * (3 if req.mmr_lambda is not None else 1)
         fetch = self._fetch_size(req)
         weight = settings.ranking.internal_weight
+        lexical_weight = settings.ranking.lexical_weight
+        word_sets: dict[str, frozenset[str]] = {}
+
+        def words(kind: str) -> frozenset[str]:
+            key = "task" if kind in TASK_KEYED else "state"
+            if key not in word_sets:
+                word_sets[key] = frozenset(lexical_repo.tokens(query.text_for(kind) or ""))
+            return word_sets[key]
+
         now = utcnow()
         pks, exhausted = first_hits
         while True:
@@ -291,11 +326,12 @@ class RetrievalService:
                 q_int = query.internal
                 i_sim = float(vecs["internal"] @ q_int) if q_int is not None and "internal" in vecs else None
                 sim = ranking.joint_similarity(s_sim, i_sim, weight)
+                lex = ranking.lexical_similarity(words(row.kind), row.lexical_text) if lexical_weight else None
                 util = ranking.utility(row.successes, row.failures, row.uses, baseline)
                 rec = ranking.recency_factor(row.updated_at, now, settings.ranking)
                 exact = query.is_exact(row)
-                rank = ranking.score(sim, exact, util, rec, settings.ranking)
-                out.append(_Candidate(row, s_sim, i_sim, sim, exact, rank, util, vecs["state"]))
+                rank = ranking.score(ranking.relevance(sim, lex, lexical_weight), exact, util, rec, settings.ranking)
+                out.append(_Candidate(row, s_sim, i_sim, sim, lex, exact, rank, util, vecs["state"]))
             if req.min_score is not None:
                 out = [c for c in out if c.score >= req.min_score]
             # Filters can remove most of what the index returned: look deeper until
@@ -303,7 +339,8 @@ class RetrievalService:
             if len(out) >= want or exhausted or fetch >= 100_000:
                 return out
             fetch *= 4
-            pks, exhausted = self._search(ns, list(req.kinds), [query], [fetch])[0]
+            deeper, exhausted = self._search(ns, list(req.kinds), [query], [fetch])[0]
+            pks = pks | deeper
 
     def _choose(self, candidates: list[_Candidate], req: RetrieveRequest) -> list[_Candidate]:
         ordered = sorted(candidates, key=lambda c: ranking.rank_key(c.score, c.exact, c.row.updated_at, c.row.pk))
@@ -335,6 +372,7 @@ class RetrievalService:
             text=row.text,
             score=c.score,
             similarity=c.similarity,
+            lexical_similarity=c.lexical,
             exact_match=c.exact,
             state_similarity=c.state_sim,
             internal_similarity=c.internal_sim,

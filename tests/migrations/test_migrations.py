@@ -10,7 +10,7 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import create_engine, inspect, text
 
-from migrations import downgrade, heads, schema_status, upgrade
+from migrations import downgrade, heads, include_name, schema_status, upgrade
 from store.database import create_db_engine
 from store.models import Base
 
@@ -32,7 +32,8 @@ def test_upgrade_from_empty_matches_orm_metadata(empty_url: str) -> None:
     upgrade(empty_url)
     assert schema_status(engine).up_to_date
     with engine.connect() as conn:
-        diffs = compare_metadata(MigrationContext.configure(conn, opts={"compare_type": True}), Base.metadata)
+        opts = {"compare_type": True, "include_name": include_name}
+        diffs = compare_metadata(MigrationContext.configure(conn, opts=opts), Base.metadata)
     engine.dispose()
     assert diffs == []
 

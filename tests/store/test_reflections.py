@@ -196,11 +196,7 @@ def test_evidence_links_and_the_statistics_on_the_row(db: Database) -> None:
     assert stats(db, "x") == (0, 0, 0, None)
 
 
-def test_create_evidence_counts_the_new_links(db: Database, request: pytest.FixtureRequest) -> None:
-    if request.node.callspec.params["database_url"] == "postgres":
-        request.applymarker(
-            pytest.mark.xfail(strict=True, reason="server bug: rowcount of the ON CONFLICT insert is -1 on psycopg")
-        )
+def test_create_evidence_counts_the_new_links(db: Database) -> None:
     with db.write() as s:
         t1, t2 = add_trajectory(s, "mem", "t1"), add_trajectory(s, "mem", "t2")
         pk = add_reflection(s, "mem", "x").pk
@@ -208,7 +204,6 @@ def test_create_evidence_counts_the_new_links(db: Database, request: pytest.Fixt
         assert evidence_repo.create_evidence(s, pk, [EvidenceIn(t1, 0, 0), EvidenceIn(t1, 1, 1)]) == 1
 
 
-@pytest.mark.xfail(strict=True, reason="server bug: NULL step_start never conflicts, so the link is stored twice")
 def test_a_whole_trajectory_link_is_stored_once(db: Database) -> None:
     with db.write() as s:
         t1 = add_trajectory(s, "mem", "t1")

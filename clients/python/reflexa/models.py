@@ -303,6 +303,7 @@ class RetrievedItem(ResponseModel):
         "similarity band; an exact match of the query state scores above every other item"
     )
     similarity: float = Field(description="raw cosine of the state match (joint with internal state)")
+    lexical_similarity: float | None = Field(None, description="word overlap of the state texts")
     exact_match: bool = Field(False, description="the item's state is the query's, exactly")
     state_similarity: float
     internal_similarity: float | None = None

@@ -1,0 +1,77 @@
+"""The lexical index of state text: rows in `lexical_texts`, searched by the
+engine's own full-text index (SQLite FTS5 with bm25; PostgreSQL tsvector with a
+GIN index and ts_rank), written in the same transaction as the vectors, so it is
+never behind SQL and needs no catch-up.
+
+Queries are the distinct word tokens of the query text OR-ed together: a state
+that shares a rare token ("20 steps left") ranks above one that shares only
+common ones.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from sqlalchemy import delete, select, text
+from sqlalchemy.orm import Session
+
+from store.database import dialect_insert
+from store.models import LexicalText
+
+_TOKEN = re.compile(r"\w+", re.UNICODE)
+MAX_QUERY_TOKENS = 64
+
+
+def tokens(value: str) -> list[str]:
+    """Lower-cased word tokens, numbers and one-letter words included, in order."""
+    return [t.lower() for t in _TOKEN.findall(value)]
+
+
+def update_lexical_text(session: Session, *, reflection_pk: int, namespace: str, kind: str, text_: str) -> None:
+    """Insert or replace a reflection's lexical text."""
+    stmt = dialect_insert(session)(LexicalText).values(
+        reflection_pk=reflection_pk, namespace=namespace, kind=kind, text=text_
+    )
+    session.execute(stmt.on_conflict_do_update(index_elements=["reflection_pk"], set_={"text": text_, "kind": kind}))
+
+
+def delete_lexical_texts(session: Session, reflection_pks: Sequence[int]) -> None:
+    if reflection_pks:
+        session.execute(delete(LexicalText).where(LexicalText.reflection_pk.in_(list(reflection_pks))))
+
+
+def read_lexical_texts(session: Session, reflection_pks: Sequence[int]) -> dict[int, str]:
+    if not reflection_pks:
+        return {}
+    stmt = select(LexicalText.reflection_pk, LexicalText.text).where(
+        LexicalText.reflection_pk.in_(list(reflection_pks))
+    )
+    return {pk: text_ for pk, text_ in session.execute(stmt)}
+
+
+def list_lexical_matches(
+    session: Session, namespace: str, kinds: Sequence[str], query: str, limit: int
+) -> list[tuple[int, float]]:
+    """(reflection pk, engine score: higher is better) of the best `limit` matches of
+    the query's tokens among the namespace's reflections of these kinds."""
+    words = list(dict.fromkeys(tokens(query)))[:MAX_QUERY_TOKENS]
+    if not words or not kinds:
+        return []
+    kind_list = ", ".join(f":k{i}" for i in range(len(kinds)))
+    params: dict[str, object] = {"ns": namespace, "n": limit, **{f"k{i}": k for i, k in enumerate(kinds)}}
+    if session.get_bind().dialect.name == "postgresql":
+        params["q"] = " | ".join(f"'{w}'" for w in words)  # \w+ tokens hold no quote
+        sql = (
+            "SELECT t.reflection_pk, ts_rank(t.tsv, q) AS score FROM lexical_texts t, to_tsquery('simple', :q) q "
+            f"WHERE t.namespace = :ns AND t.kind IN ({kind_list}) AND t.tsv @@ q ORDER BY score DESC LIMIT :n"
+        )
+    else:
+        params["q"] = " OR ".join(f'"{w}"' for w in words)
+        sql = (
+            "SELECT t.reflection_pk, -bm25(lexical_fts) AS score FROM lexical_fts "
+            "JOIN lexical_texts t ON t.reflection_pk = lexical_fts.rowid "
+            f"WHERE lexical_fts MATCH :q AND t.namespace = :ns AND t.kind IN ({kind_list}) "
+            "ORDER BY score DESC LIMIT :n"
+        )
+    return [(int(pk), float(score)) for pk, score in session.execute(text(sql), params)]

@@ -14,14 +14,14 @@ import numpy as np
 from sqlalchemy.orm import Session
 
 from domain.consistency import parse_token
-from domain.hashing import task_hash, text_hash
+from domain.hashing import task_hash
 from domain.reflections import TASK_KEYED
 from domain.settings import NamespaceSettings
-from domain.state_text import internal_text, state_text, task_query_text
 from service.auth import Permission, Principal
 from service.limits import LimitChecker
 from service.namespaces.service import NamespaceService
 from service.retrieval import ranking
+from service.retrieval.candidates import CandidateSearch, Hits, Query
 from service.retrieval.consistency import wait_for
 from service.retrieval.credit import credit_retrieval
 from service.retrieval.render import render
@@ -45,32 +45,6 @@ from store.index_registry import IndexRegistry
 from store.models import utcnow
 
 EVIDENCE_PER_ITEM = 5
-MIN_FETCH = 50
-
-
-@dataclass
-class _Query:
-    state: np.ndarray
-    internal: np.ndarray | None
-    task: np.ndarray | None
-    hashes: dict[str, str]  # "state" / "internal" / "task" -> hash of the text embedded
-    texts: dict[str, str]  # "state" / "internal" / "task" -> the text embedded
-
-    def text_for(self, kind: str) -> str | None:
-        """The query text an item of this kind is matched against (lexically too)."""
-        return self.texts.get("task" if kind in TASK_KEYED else "state")
-
-    def for_kind(self, kind: str) -> np.ndarray | None:
-        """The vector an item of this kind is matched against (None: not matchable)."""
-        return self.task if kind in TASK_KEYED else self.state
-
-    def is_exact(self, row: repo.CandidateRow) -> bool:
-        """The item's state text is the query's (the task's, for task-keyed kinds) and,
-        when the query has an internal state, so is its internal state."""
-        main = self.hashes.get("task" if row.kind in TASK_KEYED else "state")
-        if main is None or row.text_hashes.get("state") != main:
-            return False
-        return "internal" not in self.hashes or row.text_hashes.get("internal") == self.hashes["internal"]
 
 
 @dataclass
@@ -100,6 +74,7 @@ class RetrievalService:
         self.embedder = embedder
         self.registry = registry
         self.checker = checker
+        self.search = CandidateSearch(db, embedder, registry)
 
     # -- retrieve ----------------------------------------------------------
 
@@ -137,8 +112,8 @@ class RetrievalService:
                 waited[i] = wait_for(self.db, ns, token, req.wait_timeout_ms, where(i, "consistency_token"))
         self.registry.sync(ns, force=any(t is not None for t in tokens))
 
-        queries = self._embed_queries(reqs, settings)
-        first_hits = self._search_all(ns, reqs, queries, lexical=settings.ranking.lexical_weight > 0)
+        queries = self.search.embed(reqs, settings)
+        first_hits = self.search.first_hits(ns, reqs, queries, lexical=settings.ranking.lexical_weight > 0)
         chosen = [
             self._choose(self._candidates(ns, req, settings, query, baseline, hits), req)
             for req, query, hits in zip(reqs, queries, first_hits, strict=True)
@@ -183,110 +158,14 @@ class RetrievalService:
         self.registry.sync(ns, force=True)
         return waited
 
-    def _embed_queries(self, reqs: list[RetrieveRequest], settings: NamespaceSettings) -> list[_Query]:
-        """Every request's texts (state, internal state, task) in one encoder call."""
-        per_request: list[dict[str, str]] = []
-        for req in reqs:
-            texts = {
-                "state": state_text(
-                    settings.state_text, observation=req.state.observation, data=req.state.data, task=req.task
-                )
-            }
-            i_text = internal_text(req.internal_state, settings.state_text.max_chars)
-            if i_text is not None:
-                texts["internal"] = i_text
-            if req.task and TASK_KEYED.intersection(req.kinds):
-                texts["task"] = task_query_text(req.task)
-            per_request.append(texts)
-        flat = [text for texts in per_request for text in texts.values()]
-        matrix = iter(self.embedder.encode(flat))
-        queries = []
-        for texts in per_request:
-            vectors = {name: next(matrix) for name in texts}
-            queries.append(
-                _Query(
-                    state=vectors["state"],
-                    internal=vectors.get("internal"),
-                    task=vectors.get("task"),
-                    hashes={name: text_hash(text) for name, text in texts.items()},
-                    texts=texts,
-                )
-            )
-        return queries
-
-    @staticmethod
-    def _fetch_size(req: RetrieveRequest) -> int:
-        want = req.k * (3 if req.mmr_lambda is not None else 1)
-        return max(MIN_FETCH, want * 4)
-
-    def _search(
-        self, ns: str, kinds: list[str], vectors: list[_Query], fetch: list[int]
-    ) -> list[tuple[set[int], bool]]:
-        """Search each (kind, field) index once for all the queries: per query, the
-        pks found and whether every index gave all it has."""
-        out: list[tuple[set[int], bool]] = [(set(), True) for _ in vectors]
-        for kind in kinds:
-            for field in ("state", "internal"):
-                index = self.registry.index(ns, kind, field)
-                if index is None or len(index) == 0:
-                    continue
-                rows = [
-                    (i, v)
-                    for i, q in enumerate(vectors)
-                    if (v := (q.for_kind(kind) if field == "state" else q.internal)) is not None
-                ]
-                if not rows:
-                    continue
-                depth = min(max(fetch[i] for i, _ in rows), len(index))
-                _, ids = index.search(np.vstack([v for _, v in rows]), depth)
-                for (i, _), found_row in zip(rows, ids, strict=True):
-                    found = [int(x) for x in found_row[: min(fetch[i], len(index))] if x >= 0]
-                    pks, exhausted = out[i]
-                    pks.update(found)
-                    out[i] = (pks, exhausted and len(found) >= len(index))
-        return out
-
-    def _search_all(
-        self, ns: str, reqs: list[RetrieveRequest], queries: list[_Query], *, lexical: bool
-    ) -> list[tuple[set[int], bool]]:
-        """The first search of every request, batched by kind: requests asking for the
-        same kinds are searched together."""
-        out: list[tuple[set[int], bool]] = [(set(), True) for _ in reqs]
-        groups: dict[tuple[str, ...], list[int]] = {}
-        for i, req in enumerate(reqs):
-            groups.setdefault(tuple(req.kinds), []).append(i)
-        for kinds, members in groups.items():
-            found = self._search(
-                ns, list(kinds), [queries[i] for i in members], [self._fetch_size(reqs[i]) for i in members]
-            )
-            for i, hit in zip(members, found, strict=True):
-                out[i] = hit
-        if lexical:
-            with self.db.read() as session:
-                for i, (req, query) in enumerate(zip(reqs, queries, strict=True)):
-                    out[i][0].update(self._lexical_hits(session, ns, req, query))
-        return out
-
-    def _lexical_hits(self, session: Session, ns: str, req: RetrieveRequest, query: _Query) -> set[int]:
-        """The lexical index's best matches of the query's state text (and task text,
-        for the task-keyed kinds): candidates a dense search may rank too low."""
-        fetch = self._fetch_size(req)
-        found: set[int] = set()
-        for keyed in (False, True):
-            kinds = [k for k in req.kinds if (k in TASK_KEYED) is keyed]
-            text = query.texts.get("task" if keyed else "state")
-            if kinds and text:
-                found.update(pk for pk, _ in lexical_repo.list_lexical_matches(session, ns, kinds, text, fetch))
-        return found
-
     def _candidates(
         self,
         ns: str,
         req: RetrieveRequest,
         settings: NamespaceSettings,
-        query: _Query,
+        query: Query,
         baseline: float,
-        first_hits: tuple[set[int], bool],
+        first_hits: Hits,
     ) -> list[_Candidate]:
         f = req.filters
         filters = repo.CandidateFilters(
@@ -299,8 +178,8 @@ class RetrievalService:
             exclude_trajectory_ids=f.exclude_trajectory_ids,
             as_of=f.as_of,
         )
-        want = req.k * (3 if req.mmr_lambda is not None else 1)
-        fetch = self._fetch_size(req)
+        want = self.search.wanted(req)
+        fetch = self.search.fetch_size(req)
         weight = settings.ranking.internal_weight
         lexical_weight = settings.ranking.lexical_weight
         word_sets: dict[str, frozenset[str]] = {}
@@ -339,7 +218,7 @@ class RetrievalService:
             if len(out) >= want or exhausted or fetch >= 100_000:
                 return out
             fetch *= 4
-            deeper, exhausted = self._search(ns, list(req.kinds), [query], [fetch])[0]
+            deeper, exhausted = self.search.search(ns, list(req.kinds), [query], [fetch])[0]
             pks = pks | deeper
 
     def _choose(self, candidates: list[_Candidate], req: RetrieveRequest) -> list[_Candidate]:

@@ -43,7 +43,8 @@ def api(client: TestClient) -> TestClient:
 
 def comparable(result: dict[str, Any]) -> dict[str, Any]:
     return {
-        "items": [(i["id"], round(i["score"], 9), i["exact_match"]) for i in result["items"]],
+        # scores to 6 places: recency decays between the two calls by ~1e-9
+        "items": [(i["id"], round(i["score"], 6), i["exact_match"]) for i in result["items"]],
         "context": result["context"],
         "gamma": result["gamma"],
     }

@@ -1,0 +1,154 @@
+"""Finding candidates for a retrieve: the query's texts and vectors (every
+request's texts in one encoder call), the dense search of each (kind, field)
+index (all requests asking for the same kinds at once), and the lexical index's
+matches. Ranking them is service/retrieval/ranking.py's job."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from sqlalchemy.orm import Session
+
+from domain.hashing import text_hash
+from domain.reflections import TASK_KEYED
+from domain.settings import NamespaceSettings
+from domain.state_text import internal_text, state_text, task_query_text
+from service.retrieval.schemas import RetrieveRequest
+from store import lexical as lexical_repo
+from store import retrievals as repo
+from store.database import Database
+from store.embedding.base import Embedder
+from store.index_registry import IndexRegistry
+
+MIN_FETCH = 50
+Hits = tuple[set[int], bool]  # the pks found, and whether every index gave all it has
+
+
+@dataclass
+class Query:
+    state: np.ndarray
+    internal: np.ndarray | None
+    task: np.ndarray | None
+    hashes: dict[str, str]  # "state" / "internal" / "task" -> hash of the text embedded
+    texts: dict[str, str]  # "state" / "internal" / "task" -> the text embedded
+
+    def text_for(self, kind: str) -> str | None:
+        """The query text an item of this kind is matched against (lexically too)."""
+        return self.texts.get("task" if kind in TASK_KEYED else "state")
+
+    def for_kind(self, kind: str) -> np.ndarray | None:
+        """The vector an item of this kind is matched against (None: not matchable)."""
+        return self.task if kind in TASK_KEYED else self.state
+
+    def is_exact(self, row: repo.CandidateRow) -> bool:
+        """The item's state text is the query's (the task's, for task-keyed kinds) and,
+        when the query has an internal state, so is its internal state."""
+        main = self.hashes.get("task" if row.kind in TASK_KEYED else "state")
+        if main is None or row.text_hashes.get("state") != main:
+            return False
+        return "internal" not in self.hashes or row.text_hashes.get("internal") == self.hashes["internal"]
+
+
+class CandidateSearch:
+    def __init__(self, db: Database, embedder: Embedder, registry: IndexRegistry) -> None:
+        self.db = db
+        self.embedder = embedder
+        self.registry = registry
+
+    def embed(self, reqs: list[RetrieveRequest], settings: NamespaceSettings) -> list[Query]:
+        """Every request's texts (state, internal state, task) in one encoder call."""
+        per_request: list[dict[str, str]] = []
+        for req in reqs:
+            texts = {
+                "state": state_text(
+                    settings.state_text, observation=req.state.observation, data=req.state.data, task=req.task
+                )
+            }
+            i_text = internal_text(req.internal_state, settings.state_text.max_chars)
+            if i_text is not None:
+                texts["internal"] = i_text
+            if req.task and TASK_KEYED.intersection(req.kinds):
+                texts["task"] = task_query_text(req.task)
+            per_request.append(texts)
+        flat = [text for texts in per_request for text in texts.values()]
+        matrix = iter(self.embedder.encode(flat))
+        queries = []
+        for texts in per_request:
+            vectors = {name: next(matrix) for name in texts}
+            queries.append(
+                Query(
+                    state=vectors["state"],
+                    internal=vectors.get("internal"),
+                    task=vectors.get("task"),
+                    hashes={name: text_hash(text) for name, text in texts.items()},
+                    texts=texts,
+                )
+            )
+        return queries
+
+    @staticmethod
+    def wanted(req: RetrieveRequest) -> int:
+        """Candidates a request needs to survive the filters (3k to diversify with MMR)."""
+        return req.k * (3 if req.mmr_lambda is not None else 1)
+
+    @classmethod
+    def fetch_size(cls, req: RetrieveRequest) -> int:
+        """How deep the first search goes: four times what is wanted, at least 50."""
+        return max(MIN_FETCH, cls.wanted(req) * 4)
+
+    def search(self, ns: str, kinds: list[str], vectors: list[Query], fetch: list[int]) -> list[Hits]:
+        """Search each (kind, field) index once for all the queries: per query, the
+        pks found and whether every index gave all it has."""
+        out: list[Hits] = [(set(), True) for _ in vectors]
+        for kind in kinds:
+            for field in ("state", "internal"):
+                index = self.registry.index(ns, kind, field)
+                if index is None or len(index) == 0:
+                    continue
+                rows = [
+                    (i, v)
+                    for i, q in enumerate(vectors)
+                    if (v := (q.for_kind(kind) if field == "state" else q.internal)) is not None
+                ]
+                if not rows:
+                    continue
+                depth = min(max(fetch[i] for i, _ in rows), len(index))
+                _, ids = index.search(np.vstack([v for _, v in rows]), depth)
+                for (i, _), found_row in zip(rows, ids, strict=True):
+                    found = [int(x) for x in found_row[: min(fetch[i], len(index))] if x >= 0]
+                    pks, exhausted = out[i]
+                    pks.update(found)
+                    out[i] = (pks, exhausted and len(found) >= len(index))
+        return out
+
+    def first_hits(self, ns: str, reqs: list[RetrieveRequest], queries: list[Query], *, lexical: bool) -> list[Hits]:
+        """The first search of every request, batched by kind: requests asking for the
+        same kinds are searched together."""
+        out: list[Hits] = [(set(), True) for _ in reqs]
+        groups: dict[tuple[str, ...], list[int]] = {}
+        for i, req in enumerate(reqs):
+            groups.setdefault(tuple(req.kinds), []).append(i)
+        for kinds, members in groups.items():
+            found = self.search(
+                ns, list(kinds), [queries[i] for i in members], [self.fetch_size(reqs[i]) for i in members]
+            )
+            for i, hit in zip(members, found, strict=True):
+                out[i] = hit
+        if lexical:
+            with self.db.read() as session:
+                for i, (req, query) in enumerate(zip(reqs, queries, strict=True)):
+                    out[i][0].update(self._lexical_hits(session, ns, req, query))
+        return out
+
+    def _lexical_hits(self, session: Session, ns: str, req: RetrieveRequest, query: Query) -> set[int]:
+        """The lexical index's best matches of the query's state text (and task text,
+        for the task-keyed kinds): candidates a dense search may rank too low."""
+        fetch = self.fetch_size(req)
+        found: set[int] = set()
+        for keyed in (False, True):
+            kinds = [k for k in req.kinds if (k in TASK_KEYED) is keyed]
+            text = query.texts.get("task" if keyed else "state")
+            if kinds and text:
+                found.update(pk for pk, _ in lexical_repo.list_lexical_matches(session, ns, kinds, text, fetch))
+        return found

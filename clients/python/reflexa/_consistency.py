@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 
-from reflexa.errors import InvalidInput
+from reflexa.errors import ConsistencyTimeout, InvalidInput
 
 log = logging.getLogger("reflexa")
 
@@ -123,3 +125,18 @@ class ConsistencySession:
                 self._pending[namespace] = remaining
             else:
                 del self._pending[namespace]
+
+    @contextmanager
+    def waiting(self, namespace: str, consistency: str) -> Iterator[str | None]:
+        """Around one retrieve (or batch): yields the token to send; on success the
+        writes it covered are settled. A timeout keeps them pending (the next
+        retrieve waits again), unless their indexing failed, which no wait fixes."""
+        token, mark = self.choose(namespace, consistency)
+        try:
+            yield token
+        except ConsistencyTimeout as exc:
+            if mark is not None and exc.rule == "indexing_failed":
+                self.settle(namespace, mark)
+            raise
+        if mark is not None:
+            self.settle(namespace, mark)

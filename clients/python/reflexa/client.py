@@ -330,33 +330,24 @@ class Client:
         unless their indexing failed (``rule="indexing_failed"``), which no wait can fix.
         """
         ns = self._ns(namespace)
-        session = self._transport.session
-        token, mark = session.choose(ns, consistency)
-        request = ops.retrieve_request(
-            observation,
-            data=data,
-            internal_state=internal_state,
-            task=task,
-            environment=environment,
-            kinds=kinds,
-            k=k,
-            min_score=min_score,
-            mmr_lambda=mmr_lambda,
-            filters=filters,
-            render=render,
-            trajectory_id=trajectory_id,
-            consistency_token=token,
-            wait_timeout_ms=wait_timeout_ms,
-        )
-        try:
-            result = self._transport.send(ops.retrieve(ns, request))
-        except ConsistencyTimeout as exc:
-            if mark is not None and exc.rule == "indexing_failed":
-                session.settle(ns, mark)
-            raise
-        if mark is not None:
-            session.settle(ns, mark)
-        return result
+        with self._transport.session.waiting(ns, consistency) as token:
+            request = ops.retrieve_request(
+                observation,
+                data=data,
+                internal_state=internal_state,
+                task=task,
+                environment=environment,
+                kinds=kinds,
+                k=k,
+                min_score=min_score,
+                mmr_lambda=mmr_lambda,
+                filters=filters,
+                render=render,
+                trajectory_id=trajectory_id,
+                consistency_token=token,
+                wait_timeout_ms=wait_timeout_ms,
+            )
+            return self._transport.send(ops.retrieve(ns, request))
 
     def retrieve_batch(
         self,
@@ -374,19 +365,13 @@ class Client:
         are encoded as one batch on the server. ``consistency`` as for
         :meth:`retrieve` (the session's token goes with the first request)."""
         ns = self._ns(namespace)
-        session = self._transport.session
-        token, mark = session.choose(ns, consistency)
         bodies = [coerce(RetrieveRequest, r) for r in requests]
-        if token is not None and bodies and bodies[0].consistency_token is None:
-            bodies[0] = bodies[0].model_copy(update={"consistency_token": token, "wait_timeout_ms": wait_timeout_ms})
-        try:
+        with self._transport.session.waiting(ns, consistency) as token:
+            if token is not None and bodies and bodies[0].consistency_token is None:
+                bodies[0] = bodies[0].model_copy(
+                    update={"consistency_token": token, "wait_timeout_ms": wait_timeout_ms}
+                )
             result = self._transport.send(ops.retrieve_batch(ns, bodies))
-        except ConsistencyTimeout as exc:
-            if mark is not None and exc.rule == "indexing_failed":
-                session.settle(ns, mark)
-            raise
-        if mark is not None:
-            session.settle(ns, mark)
         return result.results
 
     def report_retrieval_outcome(

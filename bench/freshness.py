@@ -192,7 +192,7 @@ def _phases(cfg: Config, rep: Report, srv: Any, client: httpx.Client, enc: Any, 
         for li, frac in enumerate(cfg.rates):
             rate = frac * capacity_eps
             progress(f"lag: {rate:.2f} episodes/s ({frac:.0%} of {capacity_eps:.2f}) for {cfg.window_s:g} s")
-            lv = lag_level(srv, NS, rate, cfg.window_s, cfg.steps, cfg.poll_interval_s, f"lag{li}", busy, 59 + li)
+            lv = lag_level(srv, NS, rate, cfg.window_s, cfg.steps, cfg.poll_interval_s, f"lag{li}", busy, 59 + li, enc)
             rep.levels.append(lv)
             progress(
                 f"  token p50 {lv.token.p50_ms:.0f} ms p99 {lv.token.p99_ms:.0f}; poll p50 "
@@ -262,12 +262,16 @@ def render_markdown(rep: Report) -> str:
         "cache) on exactly the texts the worker encodes for those episodes (made by the server's "
         f"`state_text` / `internal_text`), one `encode` call per {wk['batch_jobs']} episodes as the worker "
         f"batches them, with {callers} callers at once (the worker's slots) and with 1. Interleaved: each "
-        "round runs the three, the order rotating by round. CPU in % of one core (2 cores = 200 %).",
+        "round runs the three, the order rotating by round. CPU in % of one core (2 cores = 200 %); CPU "
+        "ms/exemplar = the server process's CPU time (the floor: this process's) / exemplars; busiest server "
+        "threads = CPU seconds of the server's three busiest threads during its part (both worker slots "
+        "encoding at once show as two large numbers).",
         "",
         f"| round | exemplars (texts) | server s | server exemplars/s | jobs span s | floor {callers} callers "
         f"exemplars/s | floor 1 caller exemplars/s | server / floor {callers} | server / floor 1 | server CPU "
+        f"| server CPU ms/exemplar | floor CPU ms/exemplar ({callers} / 1) | busiest server threads CPU s "
         "| other CPU |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|",
     ]
     for i, rd in enumerate(rep.rounds):
         srv_r, par, ser = (
@@ -275,17 +279,21 @@ def render_markdown(rep: Report) -> str:
             rd.exemplars / rd.floor_parallel_s,
             rd.exemplars / rd.floor_serial_s,
         )
+        threads = " / ".join(f"{x:.1f}" for x in rd.busiest_threads_s)
+        cpu_par, cpu_ser = 1000 * rd.floor_parallel_cpu_s / rd.exemplars, 1000 * rd.floor_serial_cpu_s / rd.exemplars
         lines.append(
             f"| {i + 1} | {rd.exemplars:,} ({rd.texts:,}) | {rd.server_s:.1f} | {srv_r:.0f} | {rd.jobs_span_s:.1f} "
             f"| {par:.0f} | {ser:.0f} | {srv_r / par:.0%} | {srv_r / ser:.0%} | {rd.server_cpu_pct:.0f} % "
-            f"| {rd.other_cpu_pct:.0f} % |"
+            f"| {1000 * rd.server_cpu_s / rd.exemplars:.1f} "
+            f"| {cpu_par:.1f} / {cpu_ser:.1f} "
+            f"| {threads} | {rd.other_cpu_pct:.0f} % |"
         )
     tot = _totals(rep)
     if rep.rounds:
         lines.append(
             f"| all | {tot['exemplars']:,} ({tot['texts']:,}) | {tot['server_s']:.1f} | {tot['server']:.0f} "
             f"| {tot['span_s']:.1f} | {tot['parallel']:.0f} | {tot['serial']:.0f} "
-            f"| **{tot['server'] / tot['parallel']:.0%}** | {tot['server'] / tot['serial']:.0%} | | |"
+            f"| **{tot['server'] / tot['parallel']:.0%}** | {tot['server'] / tot['serial']:.0%} | | | | | |"
         )
     busy = rep.levels[0].busy_cpu_pct if rep.levels else float("nan")
     lines += [
@@ -305,21 +313,24 @@ def render_markdown(rep: Report) -> str:
         "from then until none. Other CPU = the machine minus server, benchmark process and busy loop.",
         "",
         "| rate asked /s | achieved /s | exemplars/s | episodes | token lag p50 s | p99 s | of which "
-        "waited p50 s | poll lag p50 s | p99 s | job p50 s | p99 s | pending at end | drain s | server CPU "
-        "| busy loop CPU | other CPU | not found / timeouts / errors |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+        "waited p50 s | poll lag p50 s | p99 s | job p50 s | p99 s | floor: one episode encoded p50 s "
+        "| pending at end | drain s | server CPU | busy loop CPU | other CPU | not found / timeouts / errors |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     for lv in rep.levels:
         lines.append(
             f"| {lv.asked_eps:.2f} | {lv.achieved_eps:.2f} | {lv.achieved_eps * cfg['steps']:.0f} | {lv.episodes} "
             f"| {_s(lv.token.p50_ms)} | {_s(lv.token.p99_ms)} | {_s(lv.token_waited.p50_ms)} "
             f"| {_s(lv.poll.p50_ms)} | {_s(lv.poll.p99_ms)} | {_s(lv.jobs.p50_ms)} | {_s(lv.jobs.p99_ms)} "
-            f"| {lv.pending_at_end} | {lv.drain_s:.1f} | {lv.server_cpu_pct:.0f} % | {lv.busy_cpu_pct:.0f} % "
+            f"| {_s(lv.encode_one.p50_ms) if lv.encode_one else '–'} | {lv.pending_at_end} | {lv.drain_s:.1f} "
+            f"| {lv.server_cpu_pct:.0f} % | {lv.busy_cpu_pct:.0f} % "
             f"| {lv.other_cpu_pct:.0f} % | {lv.token_missing} / {lv.poll_timeouts} / {lv.errors} |"
         )
     lines += [
         "",
-        "Samples per level: token and poll each get half the episodes (p99 of so few is their maximum).",
+        "Samples per level: token and poll each get half the episodes (p99 of so few is their maximum). "
+        "Floor = after the level (server idle, busy loop still on), one episode's texts through the server's "
+        "encoder in this process, one call (3 episodes): the least a job can take.",
     ]
     b = rep.backlog
     if b is not None:
@@ -341,6 +352,13 @@ def render_markdown(rep: Report) -> str:
             f"| polled (no token) | {_f(b.poll_lag_s, 1)}{'' if b.poll_ok else ' (not found)'} "
             f"| {_f(b.poll_job_s, 1)} | {b.backlog_done_before_poll} of {b.backlog} | |",
             f"| the other namespace's backlog (all of it) | | {b.backlog_drain_s:.1f} | | |",
+            "",
+            f"The awaited job ran in a batch of {b.token_batch} jobs on its slot, {b.token_batch_other_ns} of them "
+            f"from `{OTHER_NS}`'s backlog (the batch fill takes the next `trajectory.closed` jobs by priority, "
+            "then age, of any namespace); that slot finished its previous batch "
+            + (f"{b.token_claimed_after_s:.1f} s" if b.token_claimed_after_s is not None else "–")
+            + " after the awaited job was queued (slots = `locked_by`; a batch = one slot's jobs finishing "
+            "within 1.5 s of each other).",
         ]
     lines += ["", "### Against the aims", "", *verdicts(rep)]
     return "\n".join(lines) + "\n"

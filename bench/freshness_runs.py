@@ -178,6 +178,7 @@ class JobTimes:
     created: float  # epoch seconds
     finished: float | None
     priority: int
+    holder: str | None  # the worker slot that ran it (locked_by stays set once done)
 
 
 def job_times(srv: Serve, prefix: str) -> list[JobTimes]:
@@ -192,7 +193,8 @@ def job_times(srv: Serve, prefix: str) -> list[JobTimes]:
             tid = ids.get(int(j.payload.get("trajectory_pk", -1)))
             if tid is not None:
                 finished = j.finished_at.timestamp() if j.finished_at else None
-                out.append(JobTimes(tid, j.namespace, j.created_at.timestamp(), finished, j.priority))
+                created = j.created_at.timestamp()
+                out.append(JobTimes(tid, j.namespace, created, finished, j.priority, j.locked_by))
     return out
 
 
@@ -211,6 +213,22 @@ def wait_drained(srv: Serve, timeout_s: float) -> float:
     return time.perf_counter() - t0
 
 
+def thread_cpu_seconds(pid: int) -> dict[int, float]:
+    """CPU seconds of each thread of a process."""
+    tick = os.sysconf("SC_CLK_TCK")
+    out = {}
+    with contextlib.suppress(OSError):
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            with contextlib.suppress(OSError, ValueError):
+                f = (task / "stat").read_text().rsplit(")", 1)[1].split()
+                out[int(task.name)] = (int(f[11]) + int(f[12])) / tick
+    return out
+
+
+def busiest_threads(before: dict[int, float], after: dict[int, float], n: int = 3) -> list[float]:
+    return sorted((cpu - before.get(tid, 0.0) for tid, cpu in after.items()), reverse=True)[:n]
+
+
 # -- 1. searchable items/s against the encoder -------------------------------------------------------------
 
 
@@ -225,20 +243,25 @@ class SearchableRound:
     floor_serial_s: float  # the same batches one after another
     server_cpu_pct: float
     other_cpu_pct: float
+    server_cpu_s: float = float("nan")
+    floor_parallel_cpu_s: float = float("nan")  # this process's CPU time during the floor
+    floor_serial_cpu_s: float = float("nan")
+    busiest_threads_s: tuple[float, ...] = ()  # the server's busiest threads during its part, CPU s
 
 
-def encode_floor(enc: Any, per_episode: list[list[str]], batch_jobs: int, callers: int) -> float:
+def encode_floor(enc: Any, per_episode: list[list[str]], batch_jobs: int, callers: int) -> tuple[float, float]:
     """The encoder alone on the worker's shape of work: one `encode` per batch of
-    `batch_jobs` episodes' texts, `callers` batches at once (the worker's slots)."""
+    `batch_jobs` episodes' texts, `callers` batches at once (the worker's slots).
+    Returns (wall seconds, this process's CPU seconds)."""
     groups = [sum(per_episode[i : i + batch_jobs], []) for i in range(0, len(per_episode), batch_jobs)]
-    t0 = time.perf_counter()
+    c0, t0 = time.process_time(), time.perf_counter()
     if callers == 1:
         for g in groups:
             enc.encode(g)
     else:
         with ThreadPoolExecutor(max_workers=callers) as pool:
             list(pool.map(enc.encode, groups))
-    return time.perf_counter() - t0
+    return time.perf_counter() - t0, time.process_time() - c0
 
 
 def searchable_round(
@@ -255,14 +278,16 @@ def searchable_round(
     body = orjson.dumps({"trajectories": eps})
     cores = os.cpu_count() or 1
 
-    def server() -> tuple[float, CpuUse]:
+    def server() -> tuple[float, CpuUse, list[float]]:
+        threads0 = thread_cpu_seconds(srv.pid)
         before = CpuSample.take(srv.pid, None)
         t0 = time.perf_counter()
         resp = client.post(f"/v1/namespaces/{ns}/trajectories/batch", content=body)
         resp.raise_for_status()
         wait_token(client, ns, resp.json()["consistency_token"], probe_text(eps[-1]), 1800).raise_for_status()
         elapsed = time.perf_counter() - t0
-        return elapsed, CpuUse.between(before, CpuSample.take(srv.pid, None), cores)
+        use = CpuUse.between(before, CpuSample.take(srv.pid, None), cores)
+        return elapsed, use, busiest_threads(threads0, thread_cpu_seconds(srv.pid))
 
     # The order rotates by round: server first, then each floor first.
     parts: list[tuple[str, Callable[[], Any]]] = [
@@ -272,7 +297,7 @@ def searchable_round(
     ]
     parts = parts[r % 3 :] + parts[: r % 3]
     got = {name: fn() for name, fn in parts}
-    server_s, use = got["server"]
+    server_s, use, busiest = got["server"]
     jobs = job_times(srv, eps[0]["id"].rsplit("-", 1)[0] + "-")
     span = max(j.finished or 0 for j in jobs) - min(j.created for j in jobs) if jobs else float("nan")
     return SearchableRound(
@@ -281,10 +306,14 @@ def searchable_round(
         texts=sum(len(t) for t in per_episode),
         server_s=server_s,
         jobs_span_s=span,
-        floor_parallel_s=got["parallel"],
-        floor_serial_s=got["serial"],
+        floor_parallel_s=got["parallel"][0],
+        floor_serial_s=got["serial"][0],
         server_cpu_pct=use.server_pct,
         other_cpu_pct=use.other_pct,
+        server_cpu_s=use.server_cpu_s,
+        floor_parallel_cpu_s=got["parallel"][1],
+        floor_serial_cpu_s=got["serial"][1],
+        busiest_threads_s=tuple(busiest),
     )
 
 
@@ -309,6 +338,7 @@ class LagLevel:
     server_cpu_pct: float
     busy_cpu_pct: float
     other_cpu_pct: float  # the rest of the machine, busy loop excluded
+    encode_one: Latency | None = None  # floor: one episode's texts through the encoder here, same busy core
 
 
 class Agents:
@@ -408,9 +438,13 @@ def lag_level(
     tag: str,
     busy: list[subprocess.Popen[bytes]],
     seed: int,
+    enc: Any = None,
+    floor_samples: int = 3,
 ) -> LagLevel:
     """Closed episodes posted at `rate`/s for `window_s`, each by an agent thread that
-    then checks it, alternately with the consistency token and by polling."""
+    then checks it, alternately with the consistency token and by polling. Then, the
+    server idle, the floor of one episode's lag: its texts through the encoder in this
+    process (one call, as a batch of one job would make), under the same busy loop."""
     rng = random.Random(seed)
     agents = Agents(srv, ns)
     futures = []
@@ -438,6 +472,15 @@ def lag_level(
         probes = [f.result() for f in futures]
     drain = wait_drained(srv, 600) + (time.perf_counter() - closed)
     agents.close()
+    encode_one = None
+    if enc is not None:
+        samples = []
+        for k in range(floor_samples):
+            texts = episode_texts(episode(f"floor-{tag}-{k}", rng, steps))
+            t0 = time.perf_counter()
+            enc.encode(texts)
+            samples.append(time.perf_counter() - t0)
+        encode_one = Latency.of(samples)
     use = CpuUse.between(before, after, cores)
     busy_pct = 100 * (busy1 - busy0) / max(after.at - before.at, 1e-9)
     jobs = [j for j in job_times(srv, tag + "-") if j.finished is not None]
@@ -460,6 +503,7 @@ def lag_level(
         server_cpu_pct=use.server_pct,
         busy_cpu_pct=busy_pct,
         other_cpu_pct=max(0.0, use.other_pct - busy_pct),
+        encode_one=encode_one,
     )
 
 
@@ -482,6 +526,9 @@ class BacklogRun:
     server_cpu_pct: float
     busy_cpu_pct: float
     other_cpu_pct: float
+    token_batch: int = 0  # jobs the awaited job's slot ran with it in one batch (itself included)
+    token_batch_other_ns: int = 0  # … of them from the other namespace's backlog
+    token_claimed_after_s: float | None = None  # awaited job created -> its slot's previous batch done
 
 
 def backlog_run(
@@ -522,6 +569,8 @@ def backlog_run(
     tj = next(iter(job_times(srv, "awaittoken-")), None)
     pj = next(iter(job_times(srv, "awaitpoll-")), None)
 
+    batch, prev_done = _batch_of(tj, bl + [j for j in (tj, pj) if j is not None])
+
     def done_before(j: JobTimes | None) -> int:
         if j is None or j.finished is None:
             return 0
@@ -539,10 +588,30 @@ def backlog_run(
         backlog_done_before_token=done_before(tj),
         backlog_done_before_poll=done_before(pj),
         token_priority=tj.priority if tj else None,
+        token_batch=len(batch),
+        token_batch_other_ns=sum(1 for j in batch if j.namespace == other_ns),
+        token_claimed_after_s=(prev_done - tj.created) if tj and prev_done is not None else None,
         server_cpu_pct=use.server_pct,
         busy_cpu_pct=busy_pct,
         other_cpu_pct=max(0.0, use.other_pct - busy_pct),
     )
+
+
+def _batch_of(job: JobTimes | None, jobs: list[JobTimes], gap_s: float = 1.5) -> tuple[list[JobTimes], float | None]:
+    """The jobs that ran in one batch with `job`: the same slot, finishing one after
+    another (each batch's writes land within a second; batches are seconds of
+    encoding apart), and when that slot's previous batch finished."""
+    if job is None or job.finished is None or job.holder is None:
+        return [], None
+    mine = sorted((j for j in jobs if j.holder == job.holder and j.finished is not None), key=lambda j: j.finished or 0)
+    i = next(k for k, j in enumerate(mine) if j is job)
+    lo = hi = i
+    while lo > 0 and (mine[lo].finished or 0) - (mine[lo - 1].finished or 0) < gap_s:
+        lo -= 1
+    while hi + 1 < len(mine) and (mine[hi + 1].finished or 0) - (mine[hi].finished or 0) < gap_s:
+        hi += 1
+    prev = mine[lo - 1].finished if lo > 0 else None
+    return mine[lo : hi + 1], prev
 
 
 def server_rss_mb(srv: Serve) -> float:

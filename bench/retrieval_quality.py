@@ -43,6 +43,7 @@ from fastapi.testclient import TestClient
 
 from bench.machine import MachineFacts
 from bench.output import add_out_option, write_section
+from bench.processes import share_models
 from migrations import upgrade
 from service.app import create_app
 from service.settings import Settings
@@ -53,6 +54,7 @@ ADMIN = "rfx_bench_quality_admin"
 ROOMS = ["kitchen", "hall", "cellar", "attic", "garden", "study"]
 DIRECTIONS = ["left", "right", "ahead", "behind"]
 COLOURS = ["red", "green", "blue", "purple", "yellow", "grey"]
+MAX_DISTANCE = 19
 
 
 @dataclass
@@ -84,10 +86,8 @@ def grid_action(distance: int, direction: str) -> str:
 def grid_set(name: str, n: int, vary: str, rng: random.Random) -> QualitySet:
     seen: dict[tuple[str, int, str], tuple[int, str]] = {}
     memory = []
-    while len(memory) < n:
-        room, d, direction = rng.choice(ROOMS), rng.randint(0, 9), rng.choice(DIRECTIONS)
-        if (room, d, direction) in seen:
-            continue
+    keys = [(room, d, direction) for room in ROOMS for d in range(MAX_DISTANCE + 1) for direction in DIRECTIONS]
+    for room, d, direction in rng.sample(keys, min(n, len(keys))):  # each (room, distance, direction) once
         left, colour = rng.randint(1, 60), rng.choice(COLOURS)
         seen[(room, d, direction)] = (left, colour)
         memory.append((grid_state(room, d, direction, left, colour), grid_action(d, direction)))
@@ -194,7 +194,7 @@ def load(client: TestClient, ns: str, lexical_weight: float | None, qset: Qualit
 
 def sets(smoke: bool, seed: int) -> Iterator[QualitySet]:
     rng = random.Random(seed)
-    n = 40 if smoke else 400
+    n = 40 if smoke else 300
     yield grid_set("grid-numbers", n, "numbers", rng)
     yield grid_set("grid-words", n, "words", rng)
     babyai = babyai_set(3 if smoke else 20, 15 if smoke else 40, rng)
@@ -202,8 +202,10 @@ def sets(smoke: bool, seed: int) -> Iterator[QualitySet]:
         yield babyai
 
 
-def run(smoke: bool, seed: int = 7) -> str:
-    data = Path(tempfile.mkdtemp(prefix="reflexa-quality-"))
+def run(smoke: bool, seed: int = 7, weights: list[float] | None = None) -> str:
+    """The report; `weights`: extra hybrid rows at these lexical weights (the
+    default's row is always there)."""
+    data = share_models(Path(tempfile.mkdtemp(prefix="reflexa-quality-")))  # the bench's one ONNX export
     url = f"sqlite:///{data / 'reflexa.db'}"
     upgrade(url)
     backend = "hashing" if smoke else "onnx"
@@ -222,10 +224,11 @@ def run(smoke: bool, seed: int = 7) -> str:
     with TestClient(create_app(settings), headers={"Authorization": f"Bearer {ADMIN}"}) as client:
         for qset in sets(smoke, seed):
             tfidf = TfIdf(qset.memory)
-            for mode, weight in [*MODES.items(), ("tfidf", None)]:
+            extra = [(f"hybrid {w:g}", w) for w in weights or []]
+            for n_mode, (mode, weight) in enumerate([*MODES.items(), *extra, ("tfidf", None)]):
                 ns = None
                 if mode != "tfidf":
-                    ns = f"{qset.name.replace('-', '_')}_{mode}"
+                    ns = f"{qset.name.replace('-', '_')}_{n_mode}"
                     load(client, ns, weight, qset)
                 r = evaluate(client, ns, qset, tfidf)
                 cells = " | ".join(r[k].cell() for k in ("exact state", "exact action", "near state", "near action"))
@@ -243,9 +246,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--smoke", action="store_true", help="tiny sets and the hashing embedder (seconds)")
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--weights", default="", help="extra hybrid rows at these lexical weights, e.g. 0.1,0.2,0.5")
     add_out_option(parser, "retrieval-quality", "print the report")
     args = parser.parse_args(argv)
-    report = run(args.smoke, args.seed)
+    report = run(args.smoke, args.seed, [float(w) for w in args.weights.split(",") if w])
     print(report)
     for path in args.out:
         write_section(path, "retrieval-quality", "## Retrieval quality\n\n" + report)

@@ -10,8 +10,9 @@
 
 - similarity: cosine of the state match; when the query and the item both carry an
   internal state, the joint `(1 - w) * state + w * internal` (w = ranking.internal_weight).
-- lexical_similarity: the cosine of the query's and the item's state-text word
-  sets (numbers and short words count); without a lexical text, relevance is the
+- lexical_similarity: the TF-IDF cosine of the query's and the item's state-text
+  word sets (numbers and short words count), document frequencies over the
+  candidates (`lexical_similarities`); without a lexical text, relevance is the
   similarity.
 - exact match: the item's state text is the query's state text (the same text
   hash), and, when the query gives an internal state, its internal state too.
@@ -74,15 +75,36 @@ def joint_similarity(state: float, internal: float | None, weight: float) -> flo
     return (1.0 - weight) * state + weight * internal
 
 
-def lexical_similarity(query_words: frozenset[str], text: str | None) -> float | None:
-    """Cosine of the two texts' word sets: shared words over the geometric mean of
-    their sizes (None: the item has no lexical text, or the query no words)."""
-    if text is None or not query_words:
-        return None
-    words = set(lexical_tokens(text))
-    if not words:
-        return 0.0
-    return len(query_words & words) / math.sqrt(len(query_words) * len(words))
+def lexical_similarities(query_words: frozenset[str], texts: list[str | None]) -> list[float | None]:
+    """Per candidate text, the TF-IDF cosine of its word set with the query's, the
+    inverse document frequencies taken over the candidates themselves:
+    idf(w) = ln((1 + n) / (1 + df(w))) + 1 over the n candidate texts. Words every
+    neighbour shares ("you are in the") weigh little; the words that tell near
+    neighbours apart (a number, a colour, a room) weigh most. None for a candidate
+    without a lexical text, or when the query has no words."""
+    if not query_words:
+        return [None] * len(texts)
+    word_sets = [None if t is None else frozenset(lexical_tokens(t)) for t in texts]
+    present = [w for w in word_sets if w is not None]
+    df: dict[str, int] = {}
+    for words in present:
+        for word in words:
+            df[word] = df.get(word, 0) + 1
+    n = len(present)
+
+    def idf(word: str) -> float:
+        return math.log((1 + n) / (1 + df.get(word, 0))) + 1.0
+
+    q_norm = math.sqrt(sum(idf(w) ** 2 for w in query_words))
+    out: list[float | None] = []
+    for words in word_sets:
+        if words is None:
+            out.append(None)
+            continue
+        norm = math.sqrt(sum(idf(w) ** 2 for w in words))
+        shared = sum(idf(w) ** 2 for w in words & query_words)
+        out.append(shared / (q_norm * norm) if norm else 0.0)
+    return out
 
 
 def relevance(dense: float, lexical: float | None, weight: float) -> float:

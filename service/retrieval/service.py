@@ -8,6 +8,7 @@ retrieval log is one short write at the end.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -195,17 +196,16 @@ class RetrievalService:
         while True:
             with self.db.read() as session:
                 rows = repo.list_candidates(session, ns, sorted(pks), filters, self.embedder.name)
+            rows = [r for r in rows if "state" in r.vectors and query.for_kind(r.kind) is not None]
+            lexical = self._lexical(rows, words) if lexical_weight else [None] * len(rows)
             out = []
-            for row in rows:
+            for row, lex in zip(rows, lexical, strict=True):
                 vecs = row.vectors
                 q_main = query.for_kind(row.kind)
-                if "state" not in vecs or q_main is None:
-                    continue
                 s_sim = float(vecs["state"] @ q_main)
                 q_int = query.internal
                 i_sim = float(vecs["internal"] @ q_int) if q_int is not None and "internal" in vecs else None
                 sim = ranking.joint_similarity(s_sim, i_sim, weight)
-                lex = ranking.lexical_similarity(words(row.kind), row.lexical_text) if lexical_weight else None
                 util = ranking.utility(row.successes, row.failures, row.uses, baseline)
                 rec = ranking.recency_factor(row.updated_at, now, settings.ranking)
                 exact = query.is_exact(row)
@@ -220,6 +220,18 @@ class RetrievalService:
             fetch *= 4
             deeper, exhausted = self.search.search(ns, list(req.kinds), [query], [fetch])[0]
             pks = pks | deeper
+
+    @staticmethod
+    def _lexical(rows: list[repo.CandidateRow], words: Callable[[str], frozenset[str]]) -> list[float | None]:
+        """Lexical similarities, state-keyed and task-keyed candidates each among their own."""
+        out: list[float | None] = [None] * len(rows)
+        for keyed in (False, True):
+            idx = [i for i, r in enumerate(rows) if (r.kind in TASK_KEYED) is keyed]
+            if idx:
+                sims = ranking.lexical_similarities(words(rows[idx[0]].kind), [rows[i].lexical_text for i in idx])
+                for i, sim in zip(idx, sims, strict=True):
+                    out[i] = sim
+        return out
 
     def _choose(self, candidates: list[_Candidate], req: RetrieveRequest) -> list[_Candidate]:
         ordered = sorted(candidates, key=lambda c: ranking.rank_key(c.score, c.exact, c.row.updated_at, c.row.pk))

@@ -38,7 +38,7 @@ class RankingSettings(RequestModel):
         0.5, ge=0.0, le=2.0, description="how far utility moves an item within the similarity band"
     )
     lexical_weight: float = Field(
-        0.3,
+        0.2,  # the best worst case of bench/retrieval_quality's near-query sets (docs/benchmarks.md)
         ge=0.0,
         le=1.0,
         description="share of the lexical match (word overlap of the state texts, numbers and short words "

@@ -47,6 +47,15 @@ class OnnxEmbedder:
     grouped by token count before batching so each batch pads little. Safe to call
     from many threads: InferenceSession.run and the tokenizer's encode are both
     thread-safe once configured.
+
+    One query's encode is within ~3 % of `session.run` alone on the same tokens, and
+    ~80 % of that run is MatMuls (bench/query_encoding.py, docs/benchmarks.md "Query
+    encoding"). Measured there and left out: onnxruntime.transformers' BERT fusions
+    (same top 10, but ~10 % slower on agent states: its fp32 SkipLayerNormalization
+    and Attention CPU kernels lose to the unfused ops), a model saved pre-optimised
+    (onnxruntime's default level already fuses what it can here; it saves ~40 ms of
+    start-up only), two threads chosen by load, and coalescing concurrent queries
+    (a batch of agent states costs what its texts cost one by one).
     """
 
     def __init__(self, model: LocalModel, onnx_file: Path, *, threads: int = 1, batch_size: int = 64) -> None:

@@ -191,6 +191,37 @@ def test_another_model_directory_is_named_by_directory_and_content(tmp_path: Pat
     assert model.name == f"my-model-{model.fingerprint[:8]}"
 
 
+# -- the correctness gate: sentence-transformers' neighbours -------------------------
+
+GATE_CORPUS, GATE_QUERIES = 160, 30
+
+
+def top_10(corpus: np.ndarray, queries: np.ndarray) -> np.ndarray:
+    scores = queries.astype(np.float64) @ corpus.astype(np.float64).T
+    return np.argsort(-scores, axis=1, kind="stable")[:, :10]
+
+
+@pytest.mark.slow
+def test_onnx_gives_sentence_transformers_top_10_on_agent_states(
+    onnx_embedder: Embedder, torch_embedder: Embedder
+) -> None:
+    """The gate any speed-up of the ONNX path must pass (bench/query_encoding.py runs
+    it on 2,500 texts): agent states encoded in batches as the index gets them, each
+    held-out query encoded alone as a retrieval sends it; against sentence-transformers
+    every query's top 10 are the same items in the same order, and no vector component
+    is off by 1e-5 (measured: ~2e-7)."""
+    from bench.agent_states import corpus_states, query_states
+
+    corpus = [state.observation for state in corpus_states(GATE_CORPUS)]
+    queries = [state.observation for state in query_states(GATE_QUERIES, GATE_CORPUS, GATE_CORPUS, seed=43)]
+    reference = torch_embedder.encode(corpus), torch_embedder.encode(queries)
+    ours = onnx_embedder.encode(corpus), np.concatenate([onnx_embedder.encode([query]) for query in queries])
+    for expected, got in zip(reference, ours, strict=True):
+        assert got.dtype == np.float32 and got.shape == expected.shape
+        assert np.abs(got - expected).max() < 1e-5
+    np.testing.assert_array_equal(top_10(*ours), top_10(*reference))
+
+
 # -- the cache ------------------------------------------------------------------------
 
 

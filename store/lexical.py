@@ -21,6 +21,7 @@ from store.models import LexicalText
 
 _TOKEN = re.compile(r"\w+", re.UNICODE)
 MAX_QUERY_TOKENS = 64
+MAX_TOKEN_CHARS = 100  # longer "words" (a hash, a run of digits) are no words to search by; PostgreSQL refuses them
 
 
 def tokens(value: str) -> list[str]:
@@ -55,7 +56,7 @@ def list_lexical_matches(
 ) -> list[tuple[int, float]]:
     """(reflection pk, engine score: higher is better) of the best `limit` matches of
     the query's tokens among the namespace's reflections of these kinds."""
-    words = list(dict.fromkeys(tokens(query)))[:MAX_QUERY_TOKENS]
+    words = list(dict.fromkeys(t for t in tokens(query) if len(t) <= MAX_TOKEN_CHARS))[:MAX_QUERY_TOKENS]
     if not words or not kinds:
         return []
     kind_list = ", ".join(f":k{i}" for i in range(len(kinds)))

@@ -57,6 +57,10 @@ def test_search_ranks_shared_rare_tokens_and_keeps_namespaces_apart(database_url
             assert elsewhere.pk not in {pk for pk, _ in hits} and heuristic.pk not in {pk for pk, _ in hits}
             assert [k for k, _ in lexical.list_lexical_matches(s, "mem", ["exemplar"], "key", 5)] == [pks["d"]]
             assert lexical.list_lexical_matches(s, "mem", ["exemplar"], "!!!", 5) == []
+            # a 5,000-character "word" is not searched by (PostgreSQL's tsquery refuses words over 2,047)
+            assert [k for k, _ in lexical.list_lexical_matches(s, "mem", ["exemplar"], "key " + "x" * 5000, 5)] == [
+                pks["d"]
+            ]
         with db.write() as s:  # a replaced text is searched as the new one
             lexical.update_lexical_text(s, reflection_pk=pks["d"], namespace="mem", kind="exemplar", text_="a lamp")
         with db.read() as s:

@@ -21,7 +21,7 @@ from store.models import LexicalText
 
 _TOKEN = re.compile(r"\w+", re.UNICODE)
 MAX_QUERY_TOKENS = 64
-MAX_TOKEN_CHARS = 100  # longer "words" (a hash, a run of digits) are no words to search by; PostgreSQL refuses them
+MAX_TOKEN_CHARS = 100  # longer "words" (a hash, a run of digits) are no words to search by
 
 
 def tokens(value: str) -> list[str]:

@@ -50,9 +50,9 @@ NAME = "exemplar"
 VERSION = "1"
 KIND = "exemplar"
 # Closed trajectories indexed together: one encoder call for their new texts. A
-# 50-step episode has ~100 texts; 8 of them keep a batch to about a second of
-# encoding on one core, so the job an agent waits for is never far behind.
-BATCH_JOBS = 8
+# 50-step episode has ~100 texts; bench.freshness measured ~7 s of encoding for 8
+# of them with both cores busy, which a reader's job could wait behind; 4 halves it.
+BATCH_JOBS = 4
 
 
 def returns_to_go(rewards: list[float | None], gamma: float) -> list[float]:

@@ -25,6 +25,7 @@ from typing import Any, Protocol
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
 
+from domain.jobs import Priority
 from store import jobs as jobs_repo
 from store.database import Database
 
@@ -122,15 +123,20 @@ class Worker:
                 lease_seconds=self.config.lease_seconds,
                 kinds=kinds or list(self.handlers),
                 starved_after=starved_after,
+                urgent_priority=int(Priority.AWAITED),
             )
             batch = self._batch_size(claimed[0].kind) if len(claimed) == 1 else 1
             if batch > 1:  # more of the same kind, in claim order, to share one encoder call
+                first = claimed[0]
+                awaited = first.priority <= Priority.AWAITED
                 claimed += jobs_repo.claim_jobs(
                     session,
                     worker_id=holder,
                     limit=batch - 1,
                     lease_seconds=self.config.lease_seconds,
-                    kinds=[claimed[0].kind],
+                    kinds=[first.kind],
+                    # a job a reader waits on shares its batch only with its own namespace's
+                    namespace=first.namespace if awaited else None,
                 )
             views = [JobView(j.id, j.namespace, j.kind, dict(j.payload), j.attempts) for j in claimed]
         if batch > 1:

@@ -85,13 +85,17 @@ def claim_jobs(
     lease_seconds: float,
     kinds: list[str] | None = None,
     starved_after: float | None = None,
+    urgent_priority: int | None = None,
+    namespace: str | None = None,
 ) -> list[Job]:
-    """Take up to `limit` runnable jobs: queued ones that are due, and running ones
-    whose lease expired (their worker died). Each claim bumps `attempts`.
+    """Take up to `limit` runnable jobs (of `namespace` only, when given): queued ones
+    that are due, and running ones whose lease expired (their worker died). Each
+    claim bumps `attempts`.
 
     Order: by priority, then age. With `starved_after` (seconds), jobs due for longer
     than that come first, oldest first: under a sustained stream of high-priority
-    work (indexing), low-priority reflection would otherwise never run.
+    work (indexing), low-priority reflection would otherwise never run; jobs at
+    `urgent_priority` or better (a reader is waiting on them) come before even those.
 
     PostgreSQL: `FOR UPDATE SKIP LOCKED`, so any number of workers claim without
     blocking each other or taking the same job. SQLite: the write unit's
@@ -106,10 +110,13 @@ def claim_jobs(
         order: tuple[Any, ...] = (Job.priority, Job.id)
     else:
         starved = Job.run_after < now - timedelta(seconds=starved_after)
-        order = (case((starved, 0), else_=1), case((starved, 0), else_=Job.priority), Job.id)
+        urgent = Job.priority <= (urgent_priority if urgent_priority is not None else -1)
+        order = (case((urgent, 0), (starved, 1), else_=2), case((starved, 0), else_=Job.priority), Job.id)
     stmt = select(Job).where(runnable).order_by(*order).limit(limit)
     if kinds:
         stmt = stmt.where(Job.kind.in_(kinds))
+    if namespace is not None:
+        stmt = stmt.where(Job.namespace == namespace)
     if session.get_bind().dialect.name == "postgresql":
         stmt = stmt.with_for_update(skip_locked=True)
     jobs = list(session.scalars(stmt))

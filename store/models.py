@@ -263,7 +263,7 @@ class Embedding(Base):
     __table_args__ = (
         UniqueConstraint("reflection_pk", "field", "model"),
         Index("ix_embeddings_ns_kind", "namespace", "kind", "field", "model"),
-        Index("ix_embeddings_model_text_hash", "model", "text_hash"),
+        Index("ix_embeddings_text_hash_model", "text_hash", "model"),  # reuse by text; never led by model
         NO_REUSE,
     )
 

@@ -121,3 +121,22 @@ def test_a_retrieve_with_a_token_moves_its_jobs_ahead(client: TestClient) -> Non
     first = int(token.split(".")[1])
     with worker_of(client).db.read() as s:
         assert s.get(Job, first).priority == Priority.AWAITED  # type: ignore[union-attr]
+
+
+def test_an_awaited_job_shares_its_batch_only_with_its_namespace_and_beats_starved_jobs(client: TestClient) -> None:
+    create_namespace(client, "busy")
+    create_namespace(client, "mine")
+    for n in range(BATCH_JOBS + 1):
+        post_trajectory(client, "busy", f"b{n}", steps=[step(f"busy {n}", "a")], success=True)
+    mine = [post_trajectory(client, "mine", f"m{n}", steps=[step(f"mine {n}", "a")], success=True) for n in range(2)]
+    worker = worker_of(client)
+    ranges = [tuple(int(x) for x in m["consistency_token"].split(".")[1:]) for m in mine]
+    with worker.db.write() as s:
+        backdate = s.query(Job).filter(Job.namespace == "busy").all()
+        for job in backdate:  # the backlog is starved: an ageing slot would serve it first
+            job.run_after = job.run_after.replace(year=job.run_after.year - 1)
+        jobs_repo.update_awaited_jobs(s, "mine", TRAJECTORY_CLOSED.kind, *ranges[0], Priority.AWAITED)
+    worker.run_once([TRAJECTORY_CLOSED.kind], limit=1, starved_after=5.0)  # the ageing slot
+    with worker.db.read() as s:
+        done = {(j.namespace, j.id) for j in s.query(Job).filter(Job.status == "done")}
+    assert {ns for ns, _ in done} == {"mine"} and len(done) == 2  # the awaited one, and its namespace's other

@@ -2,7 +2,7 @@
 # Every learning curve in docs/learning.md, on the server's defaults (the namespace
 # sets only its state text). Each command starts its own throwaway Reflexa (ONNX
 # MiniLM, SQLite); JSON and markdown go to examples/results/defaults/, the plots to
-# docs/learning/<name>-defaults.png. About 40 minutes on two cores.
+# docs/learning/<name>-defaults.png. About 75 minutes on two busy cores.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 run() {

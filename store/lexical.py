@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from sqlalchemy import delete, select, text
+from sqlalchemy import text
 from sqlalchemy.orm import Session
 
 from store.database import dialect_insert
@@ -35,20 +35,6 @@ def update_lexical_text(session: Session, *, reflection_pk: int, namespace: str,
         reflection_pk=reflection_pk, namespace=namespace, kind=kind, text=text_
     )
     session.execute(stmt.on_conflict_do_update(index_elements=["reflection_pk"], set_={"text": text_, "kind": kind}))
-
-
-def delete_lexical_texts(session: Session, reflection_pks: Sequence[int]) -> None:
-    if reflection_pks:
-        session.execute(delete(LexicalText).where(LexicalText.reflection_pk.in_(list(reflection_pks))))
-
-
-def read_lexical_texts(session: Session, reflection_pks: Sequence[int]) -> dict[int, str]:
-    if not reflection_pks:
-        return {}
-    stmt = select(LexicalText.reflection_pk, LexicalText.text).where(
-        LexicalText.reflection_pk.in_(list(reflection_pks))
-    )
-    return {pk: text_ for pk, text_ in session.execute(stmt)}
 
 
 def list_lexical_matches(

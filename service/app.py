@@ -25,6 +25,7 @@ from service.namespaces.router import router as namespaces_router
 from service.reflections.router import router as reflections_router
 from service.retrieval.router import router as retrieval_router
 from service.settings import Settings, get_settings
+from service.snapshots.router import router as snapshots_router
 from service.storable import refuse_unstorable
 from service.trajectories.router import router as trajectories_router
 from store.database import Database
@@ -142,6 +143,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         retrieval_router,
         reflections_router,
         jobs_router,
+        snapshots_router,
     )
     for router in routers:
         app.include_router(router)

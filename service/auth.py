@@ -30,6 +30,8 @@ class Permission(StrEnum):
     JOBS_MANAGE = "jobs:manage"
     DISTILL = "distill"
     EXPORT = "export"
+    SNAPSHOTS = "snapshots"  # take, list, delete snapshots
+    FREEZE = "namespaces:freeze"  # freeze a namespace for evaluation, thaw it
 
 
 P = Permission
@@ -46,13 +48,24 @@ ROLE_PERMISSIONS: dict[str, frozenset[Permission]] = {
             P.JOBS_READ,
             P.JOBS_MANAGE,
             P.EXPORT,
+            P.SNAPSHOTS,
+            P.FREEZE,
         }
     ),
     # Agents log their own experience and ask for memory at run time.
     "agent": frozenset({P.TRAJECTORIES_READ, P.TRAJECTORIES_WRITE, P.RETRIEVE, P.REFLECTIONS_READ}),
     # Trainers bulk-ingest rollout groups, read, distil and export.
     "trainer": frozenset(
-        {P.TRAJECTORIES_READ, P.TRAJECTORIES_WRITE, P.RETRIEVE, P.REFLECTIONS_READ, P.DISTILL, P.EXPORT}
+        {
+            P.TRAJECTORIES_READ,
+            P.TRAJECTORIES_WRITE,
+            P.RETRIEVE,
+            P.REFLECTIONS_READ,
+            P.DISTILL,
+            P.EXPORT,
+            P.SNAPSHOTS,
+            P.FREEZE,
+        }
     ),
 }
 

@@ -15,6 +15,7 @@ from service.namespaces.service import NamespaceService
 from service.reflections.service import ReflectionService
 from service.retrieval.service import RetrievalService
 from service.settings import Settings
+from service.snapshots.service import SnapshotService
 from service.trajectories.service import TrajectoryService
 from store.database import Database
 from store.embedding import Embedder, build_embedder
@@ -73,6 +74,7 @@ class Services:
     retrieval: RetrievalService
     reflections: ReflectionService
     jobs: JobService
+    snapshots: SnapshotService
 
     @classmethod
     def build(cls, settings: Settings, db: Database, embedder: Embedder | None = None) -> Services:
@@ -100,4 +102,5 @@ class Services:
             retrieval=RetrievalService(db, namespaces, embedder, registry, checker),
             reflections=ReflectionService(db, namespaces, checker),
             jobs=JobService(db, namespaces),
+            snapshots=SnapshotService(db, namespaces, embedder.name),
         )

@@ -90,6 +90,10 @@ class Namespace(Base):
     # baseline every retrieve reads, kept here so it costs one row, not a scan.
     outcome_successes: Mapped[int] = mapped_column(BigInteger, default=0, server_default=text("0"))
     outcome_total: Mapped[int] = mapped_column(BigInteger, default=0, server_default=text("0"))
+    # Frozen for evaluation: ingest goes on, memory does not change (no reflection
+    # jobs run, no edits, no utility credit) until it is thawed.
+    frozen: Mapped[bool] = mapped_column(Boolean, default=False, server_default=text("false"))
+    frozen_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
 
 
 class ApiKey(Base):
@@ -114,6 +118,7 @@ class Trajectory(Base):
         Index("ix_trajectories_ns_env", "namespace", "environment", "pk"),
         Index("ix_trajectories_ns_task", "namespace", "task_hash", "pk"),
         Index("ix_trajectories_ns_group", "namespace", "group_id"),
+        Index("ix_trajectories_ns_parent", "namespace", "parent_trajectory_id"),
         NO_REUSE,
     )
 
@@ -126,6 +131,10 @@ class Trajectory(Base):
     agent: Mapped[str | None] = mapped_column(String(200))
     policy_version: Mapped[str | None] = mapped_column(String(200))
     group_id: Mapped[str | None] = mapped_column(String(128))
+    # A retry of an earlier attempt at the same task (Re-TRAC, Experiential RL):
+    # the attempt it follows and its number (1 = first).
+    parent_trajectory_id: Mapped[str | None] = mapped_column(String(128))
+    attempt: Mapped[int | None] = mapped_column(Integer)
     metadata_: Mapped[dict[str, Any] | None] = mapped_column("metadata", JSONType)
     retrieval_ids: Mapped[list[str] | None] = mapped_column(JSONType)
     status: Mapped[str] = mapped_column(String(8), default="open")  # open | closed
@@ -415,3 +424,120 @@ class RetrievalOutcome(Base):
     details: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
     trajectory_id: Mapped[str | None] = mapped_column(String(128))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class Snapshot(Base):
+    """Memory pinned at a moment for trainers: a copy of every reflection as it was
+    (version, status, utility counters, vectors, evidence) and of the mutable part
+    of every trajectory (how many steps, its outcome), so that every read under it
+    answers the same while the live namespace goes on changing. Copy-on-snapshot:
+    creating one costs one INSERT … SELECT per table (see docs/trainers.md)."""
+
+    __tablename__ = "snapshots"
+    __table_args__ = (UniqueConstraint("namespace", "id"), NO_REUSE)
+
+    pk: Mapped[int] = mapped_column(BigPK, primary_key=True, autoincrement=True)
+    namespace: Mapped[str] = mapped_column(ForeignKey("namespaces.name", ondelete="CASCADE"))
+    id: Mapped[str] = mapped_column(String(128))
+    note: Mapped[str | None] = mapped_column(Text)
+    # The namespace's change feed position when it was taken (index_changes.seq).
+    watermark: Mapped[int] = mapped_column(BigInteger)
+    # What ranking read then: the namespace settings and the utility baseline counts.
+    settings: Mapped[dict[str, Any]] = mapped_column(JSONType)
+    outcome_successes: Mapped[int] = mapped_column(BigInteger)
+    outcome_total: Mapped[int] = mapped_column(BigInteger)
+    reflection_count: Mapped[int] = mapped_column(Integer)
+    trajectory_count: Mapped[int] = mapped_column(Integer)
+    step_count: Mapped[int] = mapped_column(BigInteger)
+    request_hash: Mapped[str] = mapped_column(String(64))
+    created_by: Mapped[str | None] = mapped_column(String(64))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class SnapshotReflection(Base):
+    """A reflection as it was when the snapshot was taken. `pk` is the reflection's
+    pk (column reflection_pk): the same attribute names as Reflection, so candidate
+    queries run over either."""
+
+    __tablename__ = "snapshot_reflections"
+    __table_args__ = (Index("ix_snapshot_reflections_kind", "snapshot_pk", "kind", "status"),)
+
+    snapshot_pk: Mapped[int] = mapped_column(ForeignKey("snapshots.pk", ondelete="CASCADE"), primary_key=True)
+    pk: Mapped[int] = mapped_column("reflection_pk", BigInteger, primary_key=True, autoincrement=False)
+    namespace: Mapped[str] = mapped_column(String(64))
+    id: Mapped[str] = mapped_column(String(128))
+    kind: Mapped[str] = mapped_column(String(16))
+    status: Mapped[str] = mapped_column(String(12))
+    version: Mapped[int] = mapped_column(Integer)
+    content: Mapped[dict[str, Any]] = mapped_column(JSONType)
+    text: Mapped[str] = mapped_column(Text)
+    environment: Mapped[str | None] = mapped_column(String(200))
+    task: Mapped[str | None] = mapped_column(Text)
+    reflector: Mapped[str] = mapped_column(String(100))
+    reflector_version: Mapped[str] = mapped_column(String(40))
+    model: Mapped[str | None] = mapped_column(String(200))
+    evidence_count: Mapped[int] = mapped_column(Integer)
+    evidence_successes: Mapped[int] = mapped_column(Integer)
+    evidence_failures: Mapped[int] = mapped_column(Integer)
+    evidence_value: Mapped[float | None] = mapped_column(Float)
+    uses: Mapped[int] = mapped_column(Integer)
+    successes: Mapped[int] = mapped_column(Integer)
+    failures: Mapped[int] = mapped_column(Integer)
+    reward_sum: Mapped[float] = mapped_column(Float)
+    lexical_text: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
+class SnapshotEmbedding(Base):
+    """A reflection's vector as it was (a later edit re-embeds the live row)."""
+
+    __tablename__ = "snapshot_embeddings"
+    __table_args__ = (Index("ix_snapshot_embeddings_kind", "snapshot_pk", "kind", "field", "model"),)
+
+    snapshot_pk: Mapped[int] = mapped_column(ForeignKey("snapshots.pk", ondelete="CASCADE"), primary_key=True)
+    reflection_pk: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=False)
+    field: Mapped[str] = mapped_column(String(16), primary_key=True)
+    model: Mapped[str] = mapped_column(String(200), primary_key=True)
+    kind: Mapped[str] = mapped_column(String(16))
+    vector: Mapped[bytes] = mapped_column(LargeBinary)
+    text_hash: Mapped[str | None] = mapped_column(String(32))
+
+
+class SnapshotEvidence(Base):
+    """A reflection's evidence as it was, with the citing trajectory's fixed fields
+    copied, so leakage guards and filters under a snapshot need no live join."""
+
+    __tablename__ = "snapshot_evidence"
+    __table_args__ = (Index("ix_snapshot_evidence_reflection", "snapshot_pk", "reflection_pk"), NO_REUSE)
+
+    pk: Mapped[int] = mapped_column(BigPK, primary_key=True, autoincrement=True)
+    snapshot_pk: Mapped[int] = mapped_column(ForeignKey("snapshots.pk", ondelete="CASCADE"))
+    reflection_pk: Mapped[int] = mapped_column(BigInteger)
+    trajectory_pk: Mapped[int] = mapped_column(BigInteger)
+    trajectory_id: Mapped[str] = mapped_column(String(128))
+    task_hash: Mapped[str] = mapped_column(String(16))
+    agent: Mapped[str | None] = mapped_column(String(200))
+    policy_version: Mapped[str | None] = mapped_column(String(200))
+    group_id: Mapped[str | None] = mapped_column(String(128))
+    step_start: Mapped[int | None] = mapped_column(Integer)
+    step_end: Mapped[int | None] = mapped_column(Integer)
+    success: Mapped[bool | None] = mapped_column(Boolean)
+    value: Mapped[float | None] = mapped_column(Float)
+
+
+class SnapshotTrajectory(Base):
+    """The mutable part of a trajectory as it was: how many of its steps existed
+    and its outcome. Its fixed fields (task, group, …) are read from the live row;
+    a trajectory deleted since is gone from the snapshot too (deletion is honoured)."""
+
+    __tablename__ = "snapshot_trajectories"
+
+    snapshot_pk: Mapped[int] = mapped_column(ForeignKey("snapshots.pk", ondelete="CASCADE"), primary_key=True)
+    trajectory_pk: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=False)
+    step_count: Mapped[int] = mapped_column(Integer)
+    status: Mapped[str] = mapped_column(String(8))
+    success: Mapped[bool | None] = mapped_column(Boolean)
+    reward: Mapped[float | None] = mapped_column(Float)
+    failure_reason: Mapped[str | None] = mapped_column(Text)
+    closed_at: Mapped[datetime | None] = mapped_column(UTCDateTime)

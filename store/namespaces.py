@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Collection
+from datetime import datetime
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from store.models import Namespace, utcnow
@@ -38,3 +39,16 @@ def create_namespace(session: Session, name: str, settings: dict[str, Any]) -> N
     session.add(row)
     session.flush()
     return row
+
+
+def update_frozen(session: Session, name: str, frozen: bool, at: datetime | None) -> None:
+    session.execute(update(Namespace).where(Namespace.name == name).values(frozen=frozen, frozen_at=at))
+    session.expire_all()
+
+
+def read_frozen(session: Session, name: str) -> bool:
+    return bool(session.scalar(select(Namespace.frozen).where(Namespace.name == name)))
+
+
+def list_frozen(session: Session) -> list[str]:
+    return list(session.scalars(select(Namespace.name).where(Namespace.frozen.is_(True)).order_by(Namespace.name)))

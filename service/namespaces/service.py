@@ -65,6 +65,14 @@ class NamespaceService:
     def outcomes_changed(self, name: str) -> None:
         self._inputs.pop(name, None)
 
+    def is_frozen(self, session: Session, name: str) -> bool:
+        """Read in the caller's unit of work, so a freeze committed before it is seen
+        (an edit or a credit checks this inside the transaction it writes in)."""
+        return repo.read_frozen(session, name)
+
+    def frozen_changed(self, name: str) -> None:
+        self._inputs.pop(name, None)
+
     def create(self, principal: Principal, body: NamespaceCreate) -> tuple[NamespaceRead, bool]:
         """Returns (namespace, created). An identical repeat is a replay; a
         different one for an existing name is a conflict."""

@@ -46,6 +46,11 @@ class RetrieveRequest(RequestModel):
     trajectory_id: ClientId | None = Field(
         None, description="the episode this retrieval serves; its outcome will credit the items"
     )
+    snapshot: ClientId | None = Field(
+        None,
+        description="answer from this snapshot's memory (deterministic: the same request, the same bytes); "
+        "not logged, so there is no retrieval_id to credit",
+    )
     consistency_token: str | None = Field(None, description="from a write: wait until it is searchable")
     wait_timeout_ms: int = Field(5000, ge=0, le=60_000, description="how long to wait for consistency_token")
 
@@ -96,7 +101,7 @@ class RetrievedItem(ResponseModel):
 
 
 class RetrieveResponse(ResponseModel):
-    retrieval_id: str
+    retrieval_id: str | None = Field(description="the logged retrieval to report an outcome for; null under a snapshot")
     items: list[RetrievedItem]
     context: str | None = None
     gamma: float = Field(description="the discount used for return_to_go in exemplar items")

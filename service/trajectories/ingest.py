@@ -99,6 +99,16 @@ def check_new_step_indexes(t: TrajectoryCreate, where: str) -> None:
             )
 
 
+# Fields added after trajectories were first stored: left out of the request hash
+# when unset, so a retry of a request stored before them still replays.
+_LATER_FIELDS = ("parent_trajectory_id", "attempt")
+
+
+def request_hash(t: TrajectoryCreate) -> str:
+    """What an idempotent replay of a create must match."""
+    return canonical_hash(t.model_dump(mode="json", exclude={f for f in _LATER_FIELDS if getattr(t, f) is None}))
+
+
 def trajectory_row(ns: str, t: TrajectoryCreate, request_hash: str, created_by: str) -> dict[str, Any]:
     """The row of a new trajectory (closed when the request carries its outcome)."""
     closed = t.outcome is not None
@@ -111,6 +121,8 @@ def trajectory_row(ns: str, t: TrajectoryCreate, request_hash: str, created_by: 
         "agent": t.agent,
         "policy_version": t.policy_version,
         "group_id": t.group_id,
+        "parent_trajectory_id": t.parent_trajectory_id,
+        "attempt": t.attempt,
         "metadata_": t.metadata,
         "retrieval_ids": t.retrieval_ids,
         "status": "closed" if closed else "open",

@@ -54,6 +54,10 @@ class TrajectoryCreate(RequestModel):
     agent: Label | None = None
     policy_version: Label | None = None
     group_id: ClientId | None = Field(None, description="sibling rollouts share a group id")
+    parent_trajectory_id: ClientId | None = Field(
+        None, description="the earlier attempt at this task that this one retries (attempt summaries, attempts export)"
+    )
+    attempt: int | None = Field(None, ge=1, le=1_000_000, description="which attempt this is (1 = the first)")
     metadata: JSONObject | None = None
     steps: list[StepCreate] = Field(default_factory=list)
     outcome: OutcomeCreate | None = Field(None, description="given: the trajectory is stored closed")
@@ -109,6 +113,8 @@ class TrajectoryRead(ResponseModel):
     agent: str | None = None
     policy_version: str | None = None
     group_id: str | None = None
+    parent_trajectory_id: str | None = None
+    attempt: int | None = None
     metadata: JSONObject | None = None
     retrieval_ids: list[str] | None = None
     status: Literal["open", "closed"]
@@ -134,6 +140,8 @@ class TrajectoryRead(ResponseModel):
             agent=row.agent,
             policy_version=row.policy_version,
             group_id=row.group_id,
+            parent_trajectory_id=row.parent_trajectory_id,
+            attempt=row.attempt,
             metadata=row.metadata_,
             retrieval_ids=row.retrieval_ids,
             status=row.status,  # type: ignore[arg-type]

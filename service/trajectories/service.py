@@ -15,7 +15,6 @@ from sqlalchemy.orm import Session
 from domain import llm_pool
 from domain.consistency import NOTHING_QUEUED, encode_token
 from domain.errors import Conflict, InvalidInput
-from domain.hashing import canonical_hash
 from domain.jobs import TRAJECTORY_CLOSED
 from service.auth import Permission, Principal
 from service.limits import LimitChecker
@@ -128,7 +127,7 @@ class TrajectoryService:
         existing = repo.read_trajectories_by_ids(session, ns, ids)
         new_rows = []
         for i, t in enumerate(items):
-            h = canonical_hash(t.model_dump(mode="json"))
+            h = ingest.request_hash(t)
             old = existing.get(ids[i])
             if old is not None:
                 if old.request_hash != h:

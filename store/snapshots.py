@@ -1,0 +1,369 @@
+"""Snapshot queries: taking one (a copy of the namespace's memory by INSERT …
+SELECT, one statement per table), reading, listing and deleting them, and the
+views every trainer read goes through, so one query serves live and pinned data.
+
+A snapshot is taken in one write unit; on PostgreSQL at REPEATABLE READ, so every
+copy sees the same committed state (SQLite's write unit is already exclusive).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import Select, and_, delete, func, insert, literal, select, text
+from sqlalchemy.orm import Session
+from sqlalchemy.sql import Subquery
+
+from store.index_feed import read_last_change_seq
+from store.models import (
+    Embedding,
+    LexicalText,
+    Namespace,
+    Reflection,
+    ReflectionEvidence,
+    Snapshot,
+    SnapshotEmbedding,
+    SnapshotEvidence,
+    SnapshotReflection,
+    SnapshotTrajectory,
+    Step,
+    Trajectory,
+    utcnow,
+)
+
+_REFLECTION_COPIED = (
+    "namespace",
+    "id",
+    "kind",
+    "status",
+    "version",
+    "content",
+    "text",
+    "environment",
+    "task",
+    "reflector",
+    "reflector_version",
+    "model",
+    "evidence_count",
+    "evidence_successes",
+    "evidence_failures",
+    "evidence_value",
+    "uses",
+    "successes",
+    "failures",
+    "reward_sum",
+    "created_at",
+    "updated_at",
+)
+
+
+@dataclass(frozen=True)
+class SnapshotRef:
+    """What a read under a snapshot needs to know of it."""
+
+    pk: int
+    id: str
+    namespace: str
+    settings: dict[str, Any]
+    outcome_successes: int
+    outcome_total: int
+    created_at: Any
+
+
+def ref(row: Snapshot) -> SnapshotRef:
+    return SnapshotRef(
+        pk=row.pk,
+        id=row.id,
+        namespace=row.namespace,
+        settings=row.settings,
+        outcome_successes=row.outcome_successes,
+        outcome_total=row.outcome_total,
+        created_at=row.created_at,
+    )
+
+
+def read_snapshot(session: Session, namespace: str, id: str) -> Snapshot | None:
+    return session.scalars(select(Snapshot).where(Snapshot.namespace == namespace, Snapshot.id == id)).one_or_none()
+
+
+def list_snapshots(session: Session, namespace: str, before_pk: int | None, limit: int) -> list[Snapshot]:
+    stmt = select(Snapshot).where(Snapshot.namespace == namespace).order_by(Snapshot.pk.desc()).limit(limit)
+    if before_pk is not None:
+        stmt = stmt.where(Snapshot.pk < before_pk)
+    return list(session.scalars(stmt))
+
+
+def count_snapshots(session: Session) -> dict[str, int]:
+    """Snapshots per namespace (for /metrics)."""
+    stmt = select(Snapshot.namespace, func.count()).group_by(Snapshot.namespace)
+    return {ns: int(n) for ns, n in session.execute(stmt)}
+
+
+def delete_snapshot(session: Session, pk: int) -> None:
+    # Children first: SQLite enforces ON DELETE CASCADE only with foreign keys on,
+    # and one statement per table is as fast as the cascade anyway.
+    for table in (SnapshotEmbedding, SnapshotEvidence, SnapshotReflection, SnapshotTrajectory):
+        session.execute(delete(table).where(table.snapshot_pk == pk))
+    session.execute(delete(Snapshot).where(Snapshot.pk == pk))
+
+
+def create_snapshot(
+    session: Session,
+    *,
+    namespace: str,
+    id: str,
+    note: str | None,
+    request_hash: str,
+    created_by: str | None,
+    model: str,
+) -> Snapshot:
+    """Copy the namespace's memory into a new snapshot. Call first in a write unit
+    (on PostgreSQL the isolation level is set by the first statement)."""
+    if session.get_bind().dialect.name == "postgresql":
+        session.execute(text("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ"))
+    ns = session.get(Namespace, namespace)
+    assert ns is not None, "the caller checks the namespace"
+    row = Snapshot(
+        namespace=namespace,
+        id=id,
+        note=note,
+        watermark=read_last_change_seq(session, namespace),
+        settings=dict(ns.settings or {}),
+        outcome_successes=ns.outcome_successes,
+        outcome_total=ns.outcome_total,
+        reflection_count=0,
+        trajectory_count=0,
+        step_count=0,
+        request_hash=request_hash,
+        created_by=created_by,
+        created_at=utcnow(),
+    )
+    session.add(row)
+    session.flush()
+    spk = literal(row.pk)
+
+    r = Reflection
+    session.execute(
+        insert(SnapshotReflection).from_select(
+            ["snapshot_pk", "reflection_pk", *_REFLECTION_COPIED, "lexical_text"],
+            select(spk, r.pk, *(getattr(r, c) for c in _REFLECTION_COPIED), LexicalText.text)
+            .outerjoin(LexicalText, LexicalText.reflection_pk == r.pk)
+            .where(r.namespace == namespace),
+        )
+    )
+    e = Embedding
+    session.execute(
+        insert(SnapshotEmbedding).from_select(
+            ["snapshot_pk", "reflection_pk", "field", "model", "kind", "vector", "text_hash"],
+            select(spk, e.reflection_pk, e.field, e.model, e.kind, e.vector, e.text_hash).where(
+                e.namespace == namespace, e.model == model
+            ),
+        )
+    )
+    ev, t = ReflectionEvidence, Trajectory
+    session.execute(
+        insert(SnapshotEvidence).from_select(
+            [
+                "snapshot_pk",
+                "reflection_pk",
+                "trajectory_pk",
+                "trajectory_id",
+                "task_hash",
+                "agent",
+                "policy_version",
+                "group_id",
+                "step_start",
+                "step_end",
+                "success",
+                "value",
+            ],
+            select(
+                spk,
+                ev.reflection_pk,
+                ev.trajectory_pk,
+                t.id,
+                t.task_hash,
+                t.agent,
+                t.policy_version,
+                t.group_id,
+                ev.step_start,
+                ev.step_end,
+                ev.success,
+                ev.value,
+            )
+            .join(t, t.pk == ev.trajectory_pk)
+            .join(r, r.pk == ev.reflection_pk)
+            .where(r.namespace == namespace)
+            .order_by(ev.pk),
+        )
+    )
+    session.execute(
+        insert(SnapshotTrajectory).from_select(
+            [
+                "snapshot_pk",
+                "trajectory_pk",
+                "step_count",
+                "status",
+                "success",
+                "reward",
+                "failure_reason",
+                "closed_at",
+            ],
+            select(spk, t.pk, t.step_count, t.status, t.success, t.reward, t.failure_reason, t.closed_at).where(
+                t.namespace == namespace
+            ),
+        )
+    )
+    row.reflection_count = session.scalar(
+        select(func.count()).select_from(SnapshotReflection).where(SnapshotReflection.snapshot_pk == row.pk)
+    )
+    row.trajectory_count, row.step_count = session.execute(
+        select(func.count(), func.coalesce(func.sum(SnapshotTrajectory.step_count), 0)).where(
+            SnapshotTrajectory.snapshot_pk == row.pk
+        )
+    ).one()
+    session.flush()
+    return row
+
+
+# -- views: one query shape for live and pinned reads --------------------------
+
+TRAJECTORY_VIEW_COLUMNS = (
+    "pk",
+    "namespace",
+    "id",
+    "task",
+    "task_hash",
+    "environment",
+    "agent",
+    "policy_version",
+    "group_id",
+    "parent_trajectory_id",
+    "attempt",
+    "metadata",
+    "status",
+    "success",
+    "reward",
+    "failure_reason",
+    "step_count",
+    "created_at",
+    "closed_at",
+)
+
+
+def trajectory_view(namespace: str, snapshot_pk: int | None) -> Subquery:
+    """The namespace's trajectories as a subquery with TRAJECTORY_VIEW_COLUMNS:
+    live, or as they were in the snapshot (its outcome and step count; a trajectory
+    created since is absent). Join steps with `steps_of(view)`."""
+    t = Trajectory
+    fixed = (
+        t.pk.label("pk"),
+        t.namespace.label("namespace"),
+        t.id.label("id"),
+        t.task.label("task"),
+        t.task_hash.label("task_hash"),
+        t.environment.label("environment"),
+        t.agent.label("agent"),
+        t.policy_version.label("policy_version"),
+        t.group_id.label("group_id"),
+        t.parent_trajectory_id.label("parent_trajectory_id"),
+        t.attempt.label("attempt"),
+        t.metadata_.label("metadata"),
+    )
+    stmt: Select[Any]
+    if snapshot_pk is None:
+        stmt = select(
+            *fixed,
+            t.status.label("status"),
+            t.success.label("success"),
+            t.reward.label("reward"),
+            t.failure_reason.label("failure_reason"),
+            t.step_count.label("step_count"),
+            t.created_at.label("created_at"),
+            t.closed_at.label("closed_at"),
+        ).where(t.namespace == namespace)
+    else:
+        s = SnapshotTrajectory
+        stmt = (
+            select(
+                *fixed,
+                s.status.label("status"),
+                s.success.label("success"),
+                s.reward.label("reward"),
+                s.failure_reason.label("failure_reason"),
+                s.step_count.label("step_count"),
+                t.created_at.label("created_at"),
+                s.closed_at.label("closed_at"),
+            )
+            .join(s, and_(s.trajectory_pk == t.pk, s.snapshot_pk == snapshot_pk))
+            .where(t.namespace == namespace)
+        )
+    return stmt.subquery("tv")
+
+
+def steps_of(view: Subquery) -> Any:
+    """The join condition of steps to a trajectory view: only the steps that
+    existed in it (steps are append-only and numbered from 0)."""
+    return and_(Step.trajectory_pk == view.c.pk, Step.index < view.c.step_count)
+
+
+REFLECTION_VIEW_COLUMNS = ("pk", *_REFLECTION_COPIED)
+
+
+def reflection_view(namespace: str, snapshot_pk: int | None) -> Subquery:
+    """The namespace's reflections (every status) as a subquery with
+    REFLECTION_VIEW_COLUMNS: live, or as they were in the snapshot."""
+    r: Any = Reflection if snapshot_pk is None else SnapshotReflection
+    stmt = select(r.pk.label("pk"), *(getattr(r, c).label(c) for c in _REFLECTION_COPIED)).where(
+        r.namespace == namespace
+    )
+    if snapshot_pk is not None:
+        stmt = stmt.where(SnapshotReflection.snapshot_pk == snapshot_pk)
+    return stmt.subquery("rv")
+
+
+EVIDENCE_VIEW_COLUMNS = (
+    "reflection_pk",
+    "trajectory_pk",
+    "trajectory_id",
+    "task_hash",
+    "agent",
+    "policy_version",
+    "group_id",
+    "step_start",
+    "step_end",
+    "success",
+    "value",
+)
+
+
+def evidence_view(namespace: str, snapshot_pk: int | None) -> Subquery:
+    """Evidence rows with the citing trajectory's fixed fields (EVIDENCE_VIEW_COLUMNS):
+    live, or as they were in the snapshot."""
+    if snapshot_pk is not None:
+        s = SnapshotEvidence
+        return (
+            select(*(getattr(s, c).label(c) for c in EVIDENCE_VIEW_COLUMNS))
+            .where(s.snapshot_pk == snapshot_pk)
+            .subquery("ev")
+        )
+    ev, t = ReflectionEvidence, Trajectory
+    return (
+        select(
+            ev.reflection_pk.label("reflection_pk"),
+            ev.trajectory_pk.label("trajectory_pk"),
+            t.id.label("trajectory_id"),
+            t.task_hash.label("task_hash"),
+            t.agent.label("agent"),
+            t.policy_version.label("policy_version"),
+            t.group_id.label("group_id"),
+            ev.step_start.label("step_start"),
+            ev.step_end.label("step_end"),
+            ev.success.label("success"),
+            ev.value.label("value"),
+        )
+        .join(t, t.pk == ev.trajectory_pk)
+        .where(t.namespace == namespace)
+        .subquery("ev")
+    )

@@ -27,6 +27,7 @@ from service.retrieval.router import router as retrieval_router
 from service.settings import Settings, get_settings
 from service.snapshots.router import router as snapshots_router
 from service.storable import refuse_unstorable
+from service.tasks.router import router as tasks_router
 from service.trajectories.router import router as trajectories_router
 from store.database import Database
 
@@ -144,6 +145,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         reflections_router,
         jobs_router,
         snapshots_router,
+        tasks_router,
     )
     for router in routers:
         app.include_router(router)

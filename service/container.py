@@ -16,6 +16,7 @@ from service.reflections.service import ReflectionService
 from service.retrieval.service import RetrievalService
 from service.settings import Settings
 from service.snapshots.service import SnapshotService
+from service.tasks.service import TaskService
 from service.trajectories.service import TrajectoryService
 from store.database import Database
 from store.embedding import Embedder, build_embedder
@@ -75,6 +76,7 @@ class Services:
     reflections: ReflectionService
     jobs: JobService
     snapshots: SnapshotService
+    tasks: TaskService
 
     @classmethod
     def build(cls, settings: Settings, db: Database, embedder: Embedder | None = None) -> Services:
@@ -90,6 +92,7 @@ class Services:
             sync_interval=settings.index.sync_interval_ms / 1000,
         )
         worker = make_worker(settings, db, embedder)
+        snapshots = SnapshotService(db, namespaces, embedder.name)
         return cls(
             settings=settings,
             db=db,
@@ -99,8 +102,9 @@ class Services:
             keys=KeyService(db),
             namespaces=namespaces,
             trajectories=TrajectoryService(db, namespaces, checker, on_enqueue=worker.wake),
-            retrieval=RetrievalService(db, namespaces, embedder, registry, checker),
+            retrieval=RetrievalService(db, namespaces, embedder, registry, checker, snapshots),
             reflections=ReflectionService(db, namespaces, checker),
             jobs=JobService(db, namespaces),
-            snapshots=SnapshotService(db, namespaces, embedder.name),
+            snapshots=snapshots,
+            tasks=TaskService(db, namespaces, snapshots),
         )

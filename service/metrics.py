@@ -13,9 +13,13 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from store.database import Database
 from store.jobs import count_jobs_by_status
+from store.namespaces import list_frozen
+from store.snapshots import count_snapshots
 
 
 class _JobsCollector(Collector):
+    """Shared state read from SQL at scrape time: the queue, freezes, snapshots."""
+
     def __init__(self, db: Database) -> None:
         self.db = db
 
@@ -23,14 +27,26 @@ class _JobsCollector(Collector):
         family = GaugeMetricFamily(
             "reflexa_jobs", "Jobs in the queue table by kind and status", labels=["kind", "status"]
         )
+        frozen = GaugeMetricFamily(
+            "reflexa_namespace_frozen", "1 for a namespace frozen for evaluation", labels=["namespace"]
+        )
+        snapshots = GaugeMetricFamily("reflexa_snapshots", "Snapshots kept per namespace", labels=["namespace"])
         try:
             with self.db.read() as session:
                 counts = count_jobs_by_status(session)
+                frozen_names = list_frozen(session)
+                snapshot_counts = count_snapshots(session)
         except Exception:  # a scrape must not fail because the database blinked
-            counts = {}
+            counts, frozen_names, snapshot_counts = {}, [], {}
         for (kind, status), n in sorted(counts.items()):
             family.add_metric([kind, status], n)
+        for name in frozen_names:
+            frozen.add_metric([name], 1.0)
+        for name, n in sorted(snapshot_counts.items()):
+            snapshots.add_metric([name], n)
         yield family
+        yield frozen
+        yield snapshots
 
 
 class _ServicesCollector(Collector):

@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session
 
 from store.database import dialect_insert
 from store.index_feed import create_changes, lock_feed
-from store.models import Reflection, ReflectionEvidence, Trajectory, utcnow
+from store.models import Reflection, ReflectionEvidence, SnapshotEvidence, Trajectory, utcnow
 
 
 @dataclass(frozen=True)
@@ -118,19 +118,28 @@ def update_evidence(session: Session, reflection_pk: int, evidence: Sequence[Evi
 
 
 def list_evidence_summaries(
-    session: Session, reflection_pks: Sequence[int], per_item: int
+    session: Session, reflection_pks: Sequence[int], per_item: int, snapshot_pk: int | None = None
 ) -> dict[int, list[tuple[str, int | None, int | None]]]:
-    """pk -> the newest `per_item` evidence links as (trajectory id, step start, step end)."""
+    """pk -> the newest `per_item` evidence links as (trajectory id, step start, step end):
+    live, or as they were in a snapshot."""
     out: dict[int, list[tuple[str, int | None, int | None]]] = {pk: [] for pk in reflection_pks}
     if not reflection_pks:
         return out
-    e = ReflectionEvidence
-    stmt = (
-        select(e.reflection_pk, Trajectory.id, e.step_start, e.step_end)
-        .join(Trajectory, Trajectory.pk == e.trajectory_pk)
-        .where(e.reflection_pk.in_(list(reflection_pks)))
-        .order_by(e.reflection_pk, e.pk.desc())
-    )
+    if snapshot_pk is None:
+        e = ReflectionEvidence
+        stmt = (
+            select(e.reflection_pk, Trajectory.id, e.step_start, e.step_end)
+            .join(Trajectory, Trajectory.pk == e.trajectory_pk)
+            .where(e.reflection_pk.in_(list(reflection_pks)))
+            .order_by(e.reflection_pk, e.pk.desc())
+        )
+    else:
+        p = SnapshotEvidence  # copied in live pk order, so its pk order is the same
+        stmt = (
+            select(p.reflection_pk, p.trajectory_id, p.step_start, p.step_end)
+            .where(p.snapshot_pk == snapshot_pk, p.reflection_pk.in_(list(reflection_pks)))
+            .order_by(p.reflection_pk, p.pk.desc())
+        )
     for pk, tid, start, end in session.execute(stmt):
         if len(out[pk]) < per_item:
             out[pk].append((tid, start, end))

@@ -14,7 +14,7 @@ from sqlalchemy import and_, case, func, or_, select, text, update
 from sqlalchemy.orm import Session
 
 from store.database import dialect_insert
-from store.models import Job, utcnow
+from store.models import Job, Namespace, utcnow
 
 # The predicate of the partial unique index on dedup_key (store/models.py), spelled
 # the same so SQLite can match the conflict target to the index.
@@ -112,7 +112,9 @@ def claim_jobs(
         starved = Job.run_after < now - timedelta(seconds=starved_after)
         urgent = Job.priority <= (urgent_priority if urgent_priority is not None else -1)
         order = (case((urgent, 0), (starved, 1), else_=2), case((starved, 0), else_=Job.priority), Job.id)
-    stmt = select(Job).where(runnable).order_by(*order).limit(limit)
+    # A frozen namespace's memory must not change: its jobs wait until it thaws.
+    frozen = select(Namespace.name).where(Namespace.frozen.is_(True))
+    stmt = select(Job).where(runnable, Job.namespace.not_in(frozen)).order_by(*order).limit(limit)
     if kinds:
         stmt = stmt.where(Job.kind.in_(kinds))
     if namespace is not None:

@@ -22,6 +22,9 @@ from store.models import (
     Retrieval,
     RetrievalItem,
     RetrievalOutcome,
+    SnapshotEmbedding,
+    SnapshotEvidence,
+    SnapshotReflection,
     Trajectory,
     utcnow,
 )
@@ -79,61 +82,95 @@ class CandidateRow:
         return orjson.loads(self.content_json)
 
 
-_CANDIDATE_COLUMNS = (
-    Reflection.pk,
-    Reflection.kind,
-    Reflection.successes,
-    Reflection.failures,
-    Reflection.uses,
-    Reflection.updated_at,
-    Reflection.id,
-    Reflection.status,
-    Reflection.version,
-    cast(Reflection.content, Text),
-    Reflection.text,
-    Reflection.environment,
-    Reflection.created_at,
-    Reflection.evidence_count,
-    Reflection.evidence_successes,
-    Reflection.evidence_failures,
-    Reflection.evidence_value,
+_CANDIDATE_FIELDS = (
+    "pk",
+    "kind",
+    "successes",
+    "failures",
+    "uses",
+    "updated_at",
+    "id",
+    "status",
+    "version",
+    "content",
+    "text",
+    "environment",
+    "created_at",
+    "evidence_count",
+    "evidence_successes",
+    "evidence_failures",
+    "evidence_value",
 )
 
 
+def _columns(r: Any) -> list[Any]:
+    """The CandidateRow columns of a reflection table (live or pinned; the same names)."""
+    return [cast(r.content, Text) if name == "content" else getattr(r, name) for name in _CANDIDATE_FIELDS]
+
+
+def _pinned_cited_by(snapshot_pk: int, *conditions: Any) -> Any:
+    """EXISTS over a snapshot's evidence copy (it carries the citing trajectory's fields)."""
+    e = SnapshotEvidence
+    return exists().where(e.snapshot_pk == snapshot_pk, e.reflection_pk == SnapshotReflection.pk, *conditions)
+
+
 def list_candidates(
-    session: Session, namespace: str, pks: Sequence[int], f: CandidateFilters, model: str
+    session: Session,
+    namespace: str,
+    pks: Sequence[int],
+    f: CandidateFilters,
+    model: str,
+    snapshot_pk: int | None = None,
 ) -> list[CandidateRow]:
     """The reflections among `pks` that pass every filter, with their vectors of
-    `model`, in one query (a candidate comes back once per stored field). Plain
-    rows, not ORM objects: building those was a sixth of a retrieve's CPU."""
+    `model`, in one query (a candidate comes back once per stored field): live, or
+    as they were in a snapshot. Plain rows, not ORM objects: building those was a
+    sixth of a retrieve's CPU."""
     if not pks:
         return []
-    r = Reflection
-    stmt = (
-        select(*_CANDIDATE_COLUMNS, Embedding.field, Embedding.vector, Embedding.text_hash, LexicalText.text)
-        .join(Embedding, and_(Embedding.reflection_pk == r.pk, Embedding.model == model))
-        .outerjoin(LexicalText, LexicalText.reflection_pk == r.pk)
-        .where(
-            r.pk.in_(list(pks)),
-            r.namespace == namespace,
-            r.kind.in_(list(f.kinds)),
-            r.status.in_(list(f.statuses)),
+    r: Any
+    if snapshot_pk is None:
+        r, emb, lexical_text = Reflection, Embedding, LexicalText.text
+        stmt = (
+            select(*_columns(r), emb.field, emb.vector, emb.text_hash, lexical_text)
+            .join(emb, and_(emb.reflection_pk == r.pk, emb.model == model))
+            .outerjoin(LexicalText, LexicalText.reflection_pk == r.pk)
         )
+        t: Any = Trajectory
+        cited_by = _cited_by
+        mine = (Trajectory.namespace == namespace,)
+    else:
+        r, emb = SnapshotReflection, SnapshotEmbedding
+        stmt = select(*_columns(r), emb.field, emb.vector, emb.text_hash, r.lexical_text).join(
+            emb,
+            and_(emb.snapshot_pk == r.snapshot_pk, emb.reflection_pk == r.pk, emb.model == model),
+        )
+        stmt = stmt.where(r.snapshot_pk == snapshot_pk)
+        t = SnapshotEvidence  # agent, policy_version, task_hash copied; trajectory id as trajectory_id
+
+        def cited_by(*conditions: Any) -> Any:
+            return _pinned_cited_by(snapshot_pk, *conditions)
+
+        mine = ()
+    stmt = stmt.where(
+        r.pk.in_(list(pks)),
+        r.namespace == namespace,
+        r.kind.in_(list(f.kinds)),
+        r.status.in_(list(f.statuses)),
     )
     if f.environment is not None:
         stmt = stmt.where(r.environment == f.environment)
     if f.as_of is not None:
         stmt = stmt.where(r.created_at <= f.as_of)
     if f.agent is not None:
-        stmt = stmt.where(_cited_by(Trajectory.agent == f.agent))
+        stmt = stmt.where(cited_by(t.agent == f.agent))
     if f.policy_version is not None:
-        stmt = stmt.where(_cited_by(Trajectory.policy_version == f.policy_version))
+        stmt = stmt.where(cited_by(t.policy_version == f.policy_version))
     if f.exclude_task_hashes:
-        stmt = stmt.where(~_cited_by(Trajectory.task_hash.in_(list(f.exclude_task_hashes))))
+        stmt = stmt.where(~cited_by(t.task_hash.in_(list(f.exclude_task_hashes))))
     if f.exclude_trajectory_ids:
-        stmt = stmt.where(
-            ~_cited_by(Trajectory.namespace == namespace, Trajectory.id.in_(list(f.exclude_trajectory_ids)))
-        )
+        tid = Trajectory.id if snapshot_pk is None else SnapshotEvidence.trajectory_id
+        stmt = stmt.where(~cited_by(*mine, tid.in_(list(f.exclude_trajectory_ids))))
     out: dict[int, CandidateRow] = {}
     for *columns, fld, blob, digest, lexical in session.execute(stmt):
         row = out.get(columns[0])
@@ -200,12 +237,14 @@ def create_outcome(
     details: dict[str, Any] | None,
     item_ids: Sequence[str] | None = None,
     max_rank: int | None = None,
+    credit: bool = True,
 ) -> int:
     """Store the outcome and credit the items the retrieval served: all of them, or
     only `item_ids` (reflection ids the caller checked were served), or only those
     served at a rank below `max_rank`. Counters are updated in SQL, so concurrent
     credits never lose an increment. Returns the number of items credited. The
-    caller checks there is no outcome yet."""
+    caller checks there is no outcome yet. `credit=False` (a frozen namespace)
+    records the outcome and changes no counter."""
     session.add(
         RetrievalOutcome(
             retrieval_id=retrieval_id,
@@ -217,6 +256,9 @@ def create_outcome(
             created_at=utcnow(),
         )
     )
+    if not credit:
+        session.flush()
+        return 0
     served = select(RetrievalItem.reflection_pk).where(RetrievalItem.retrieval_id == retrieval_id)
     if max_rank is not None:
         served = served.where(RetrievalItem.rank < max_rank)

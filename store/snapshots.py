@@ -8,6 +8,7 @@ copy sees the same committed state (SQLite's write unit is already exclusive).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -108,6 +109,14 @@ def delete_snapshot(session: Session, pk: int) -> None:
     session.execute(delete(Snapshot).where(Snapshot.pk == pk))
 
 
+def begin_consistent(session: Session) -> None:
+    """Make the unit of work read one committed state throughout (PostgreSQL:
+    REPEATABLE READ, which must be the first statement; SQLite's write unit is
+    exclusive already). Call before anything else in it."""
+    if session.get_bind().dialect.name == "postgresql":
+        session.execute(text("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ"))
+
+
 def create_snapshot(
     session: Session,
     *,
@@ -118,10 +127,8 @@ def create_snapshot(
     created_by: str | None,
     model: str,
 ) -> Snapshot:
-    """Copy the namespace's memory into a new snapshot. Call first in a write unit
-    (on PostgreSQL the isolation level is set by the first statement)."""
-    if session.get_bind().dialect.name == "postgresql":
-        session.execute(text("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ"))
+    """Copy the namespace's memory into a new snapshot, in a unit of work begun with
+    `begin_consistent`."""
     ns = session.get(Namespace, namespace)
     assert ns is not None, "the caller checks the namespace"
     row = Snapshot(
@@ -367,3 +374,27 @@ def evidence_view(namespace: str, snapshot_pk: int | None) -> Subquery:
         .where(t.namespace == namespace)
         .subquery("ev")
     )
+
+
+def list_pinned_vectors(session: Session, snapshot_pk: int, model: str) -> Iterator[tuple[str, str, int, bytes]]:
+    """(kind, field, reflection pk, vector) of a snapshot, in (kind, field, pk) order."""
+    e = SnapshotEmbedding
+    stmt = (
+        select(e.kind, e.field, e.reflection_pk, e.vector)
+        .where(e.snapshot_pk == snapshot_pk, e.model == model)
+        .order_by(e.kind, e.field, e.reflection_pk)
+    )
+    for kind, fld, pk, blob in session.execute(stmt):
+        yield kind, fld, int(pk), blob
+
+
+def list_pinned_lexical_texts(session: Session, snapshot_pk: int) -> Iterator[tuple[int, str, str]]:
+    """(reflection pk, kind, lexical text) of a snapshot's reflections that have one."""
+    r = SnapshotReflection
+    stmt = (
+        select(r.pk, r.kind, r.lexical_text)
+        .where(r.snapshot_pk == snapshot_pk, r.lexical_text.is_not(None))
+        .order_by(r.pk)
+    )
+    for pk, kind, text_ in session.execute(stmt):
+        yield int(pk), kind, text_

@@ -6,6 +6,7 @@ from fastapi import APIRouter, Response
 
 from service.deps import PrincipalDep, ServicesDep
 from service.namespaces.schemas import NamespaceCreate, NamespacePage, NamespaceRead
+from service.params import Ns
 
 router = APIRouter(prefix="/v1/namespaces", tags=["namespaces"])
 
@@ -25,3 +26,9 @@ def create_namespace(
 def list_namespaces(principal: PrincipalDep, services: ServicesDep) -> NamespacePage:
     """The namespaces this key may touch."""
     return NamespacePage(items=services.namespaces.list(principal), next_cursor=None)
+
+
+@router.get("/{ns}", response_model=NamespaceRead, operation_id="get_namespace")
+def get_namespace(ns: Ns, principal: PrincipalDep, services: ServicesDep) -> NamespaceRead:
+    """One namespace: its settings and whether it is frozen for evaluation."""
+    return services.namespaces.get(principal, ns)

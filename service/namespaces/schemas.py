@@ -28,6 +28,8 @@ class NamespaceRead(ResponseModel):
     name: str
     settings: NamespaceSettingsRead
     created_at: datetime
+    frozen: bool = Field(False, description="frozen for evaluation: memory does not change until thawed")
+    frozen_at: datetime | None = None
 
 
 class NamespacePage(Page[NamespaceRead]):

@@ -100,3 +100,12 @@ class NamespaceService:
         scope = None if principal.all_namespaces else principal.namespaces
         with self.db.read() as session:
             return [NamespaceRead.from_row(r) for r in repo.list_namespaces(session, scope)]
+
+    def get(self, principal: Principal, name: str) -> NamespaceRead:
+        if not principal.can_see(name):
+            raise NotFound(f"namespace {name!r} not found", field="namespace")
+        with self.db.read() as session:
+            row = repo.read_namespace(session, name)
+            if row is None:
+                raise NotFound(f"namespace {name!r} not found", field="namespace")
+            return NamespaceRead.from_row(row)

@@ -86,6 +86,12 @@ class ReflectionService:
 
         def work(session: Session) -> ReflectionRead:
             row = self._get_or_404(session, ns, id, for_update=True)
+            if self.namespaces.is_frozen(session, ns):
+                raise Conflict(
+                    f"namespace {ns!r} is frozen for evaluation: its reflections cannot change until it is thawed",
+                    field="namespace",
+                    rule="namespace_frozen",
+                )
             if body.expected_version is not None and body.expected_version != row.version:
                 raise Conflict(
                     f"reflection {id!r} is at version {row.version}, not {body.expected_version}; reload and retry",

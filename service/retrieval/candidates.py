@@ -5,10 +5,10 @@ matches. Ranking them is service/retrieval/ranking.py's job."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-from sqlalchemy.orm import Session
 
 from domain.hashing import text_hash
 from domain.reflections import TASK_KEYED
@@ -20,6 +20,7 @@ from store import retrievals as repo
 from store.database import Database
 from store.embedding.base import Embedder
 from store.index_registry import IndexRegistry
+from store.vectors.pinned import PinnedMemory
 
 MIN_FETCH = 50
 Hits = tuple[set[int], bool]  # the pks found, and whether every index gave all it has
@@ -97,13 +98,17 @@ class CandidateSearch:
         """How deep the first search goes: four times what is wanted, at least 50."""
         return max(MIN_FETCH, cls.wanted(req) * 4)
 
-    def search(self, ns: str, kinds: list[str], vectors: list[Query], fetch: list[int]) -> list[Hits]:
+    def search(
+        self, ns: str, kinds: list[str], vectors: list[Query], fetch: list[int], pinned: PinnedMemory | None = None
+    ) -> list[Hits]:
         """Search each (kind, field) index once for all the queries: per query, the
-        pks found and whether every index gave all it has."""
+        pks found and whether every index gave all it has. `pinned`: a snapshot's
+        indexes instead of the live ones."""
         out: list[Hits] = [(set(), True) for _ in vectors]
+        indexes: IndexRegistry | PinnedMemory = self.registry if pinned is None else pinned
         for kind in kinds:
             for field in ("state", "internal"):
-                index = self.registry.index(ns, kind, field)
+                index = indexes.index(ns, kind, field)
                 if index is None or len(index) == 0:
                     continue
                 rows = [
@@ -122,7 +127,15 @@ class CandidateSearch:
                     out[i] = (pks, exhausted and len(found) >= len(index))
         return out
 
-    def first_hits(self, ns: str, reqs: list[RetrieveRequest], queries: list[Query], *, lexical: bool) -> list[Hits]:
+    def first_hits(
+        self,
+        ns: str,
+        reqs: list[RetrieveRequest],
+        queries: list[Query],
+        *,
+        lexical: bool,
+        pinned: PinnedMemory | None = None,
+    ) -> list[Hits]:
         """The first search of every request, batched by kind: requests asking for the
         same kinds are searched together."""
         out: list[Hits] = [(set(), True) for _ in reqs]
@@ -131,17 +144,28 @@ class CandidateSearch:
             groups.setdefault(tuple(req.kinds), []).append(i)
         for kinds, members in groups.items():
             found = self.search(
-                ns, list(kinds), [queries[i] for i in members], [self.fetch_size(reqs[i]) for i in members]
+                ns, list(kinds), [queries[i] for i in members], [self.fetch_size(reqs[i]) for i in members], pinned
             )
             for i, hit in zip(members, found, strict=True):
                 out[i] = hit
-        if lexical:
+        if lexical and pinned is not None:
+            for i, (req, query) in enumerate(zip(reqs, queries, strict=True)):
+                out[i][0].update(self._lexical_hits(req, query, pinned.lexicon.matches))
+        elif lexical:
             with self.db.read() as session:
                 for i, (req, query) in enumerate(zip(reqs, queries, strict=True)):
-                    out[i][0].update(self._lexical_hits(session, ns, req, query))
+                    out[i][0].update(
+                        self._lexical_hits(
+                            req,
+                            query,
+                            lambda kinds, text, n: lexical_repo.list_lexical_matches(session, ns, kinds, text, n),
+                        )
+                    )
         return out
 
-    def _lexical_hits(self, session: Session, ns: str, req: RetrieveRequest, query: Query) -> set[int]:
+    def _lexical_hits(
+        self, req: RetrieveRequest, query: Query, matches: Callable[[list[str], str, int], list[tuple[int, float]]]
+    ) -> set[int]:
         """The lexical index's best matches of the query's state text (and task text,
         for the task-keyed kinds): candidates a dense search may rank too low."""
         fetch = self.fetch_size(req)
@@ -150,5 +174,5 @@ class CandidateSearch:
             kinds = [k for k in req.kinds if (k in TASK_KEYED) is keyed]
             text = query.texts.get("task" if keyed else "state")
             if kinds and text:
-                found.update(pk for pk, _ in lexical_repo.list_lexical_matches(session, ns, kinds, text, fetch))
+                found.update(pk for pk, _ in matches(kinds, text, fetch))
         return found

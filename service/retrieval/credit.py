@@ -15,6 +15,7 @@ from sqlalchemy.orm import Session
 from domain.errors import Conflict, InvalidInput
 from domain.settings import read_settings
 from service.retrieval.schemas import RetrievalOutcomeCreate, RetrievalOutcomeRead
+from store import namespaces as ns_repo
 from store import retrievals as repo
 from store.models import Trajectory
 
@@ -30,6 +31,7 @@ def credit_closed_episode(session: Session, ns: str, traj: Trajectory) -> None:
     (their top-ranked items: it names none)."""
     open_ids = repo.list_open_retrievals(session, ns, traj.id, traj.retrieval_ids or [])
     max_rank = unnamed_max_rank(session, ns) if open_ids else None
+    credit = not ns_repo.read_frozen(session, ns) if open_ids else True
     for rid in open_ids:
         repo.create_outcome(
             session,
@@ -40,6 +42,7 @@ def credit_closed_episode(session: Session, ns: str, traj: Trajectory) -> None:
             trajectory_id=traj.id,
             details=None,
             max_rank=max_rank,
+            credit=credit,
         )
 
 
@@ -77,5 +80,6 @@ def credit_retrieval(
         details=body.details,
         item_ids=item_ids,
         max_rank=unnamed_max_rank(session, ns) if item_ids is None else None,
+        credit=not ns_repo.read_frozen(session, ns),  # frozen: recorded, not credited
     )
     return RetrievalOutcomeRead(retrieval_id=retrieval_id, success=body.success, reward=body.reward, credited_items=n)

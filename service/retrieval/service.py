@@ -10,14 +10,16 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 
 import numpy as np
 from sqlalchemy.orm import Session
 
 from domain.consistency import parse_token
+from domain.errors import InvalidInput
 from domain.hashing import task_hash
 from domain.reflections import TASK_KEYED
-from domain.settings import NamespaceSettings
+from domain.settings import NamespaceSettings, parse_settings
 from service.auth import Permission, Principal
 from service.limits import LimitChecker
 from service.namespaces.service import NamespaceService
@@ -37,15 +39,31 @@ from service.retrieval.schemas import (
     RetrieveResponse,
     UtilityRead,
 )
+from service.snapshots.service import SnapshotService
 from store import evidence as evidence_repo
 from store import lexical as lexical_repo
 from store import retrievals as repo
+from store import snapshots as snapshots_repo
 from store.database import Database
 from store.embedding.base import Embedder
 from store.index_registry import IndexRegistry
 from store.models import utcnow
+from store.snapshots import SnapshotRef
+from store.vectors.pinned import PinnedCache, PinnedMemory
 
 EVIDENCE_PER_ITEM = 5
+
+
+@dataclass(frozen=True)
+class _View:
+    """What a retrieve ranks against: live, or pinned by a snapshot."""
+
+    settings: NamespaceSettings
+    outcome_successes: int
+    outcome_total: int
+    now: datetime
+    snapshot: SnapshotRef | None
+    pinned: PinnedMemory | None
 
 
 @dataclass
@@ -69,8 +87,11 @@ class RetrievalService:
         embedder: Embedder,
         registry: IndexRegistry,
         checker: LimitChecker,
+        snapshots: SnapshotService,
     ) -> None:
         self.db = db
+        self.snapshots = snapshots
+        self.pinned = PinnedCache()
         self.namespaces = namespaces
         self.embedder = embedder
         self.registry = registry
@@ -80,7 +101,7 @@ class RetrievalService:
     # -- retrieve ----------------------------------------------------------
 
     def retrieve(self, principal: Principal, ns: str, req: RetrieveRequest) -> RetrieveResponse:
-        return self._retrieve_many(principal, ns, [req], field="")[0]
+        return self.retrieve_many(principal, ns, [req], field="")[0]
 
     def retrieve_batch(self, principal: Principal, ns: str, body: RetrieveBatchRequest) -> RetrieveBatchResponse:
         """Many states at once (a trainer's rollout group, a batch of agents): one
@@ -88,11 +109,14 @@ class RetrievalService:
         state, one write for every retrieval log; each state keeps its own filters,
         k and rendering, and gets its own retrieval id."""
         self.checker.batch_size(len(body.requests), "requests", self.checker.limits.max_batch_retrievals)
-        return RetrieveBatchResponse(results=self._retrieve_many(principal, ns, body.requests, field="requests"))
+        return RetrieveBatchResponse(results=self.retrieve_many(principal, ns, body.requests, field="requests"))
 
-    def _retrieve_many(
-        self, principal: Principal, ns: str, reqs: list[RetrieveRequest], *, field: str
+    def retrieve_many(
+        self, principal: Principal, ns: str, reqs: list[RetrieveRequest], *, field: str, log: bool = True
     ) -> list[RetrieveResponse]:
+        """Retrieve for every request at once (the batch route, and teacher contexts,
+        which pass log=False: a trainer's read is not an agent's decision and earns
+        no credit). `field` prefixes error fields ("requests" -> "requests[3].k")."""
         principal.require(Permission.RETRIEVE, ns)
 
         def where(i: int, name: str) -> str:
@@ -100,34 +124,41 @@ class RetrievalService:
 
         for i, req in enumerate(reqs):
             self.checker.json(req.state.data, where(i, "state.data"))
+        view = self._view(ns, reqs, where)
         tokens = [
             parse_token(r.consistency_token, where(i, "consistency_token")) if r.consistency_token else None
             for i, r in enumerate(reqs)
         ]
-        settings, outcome_successes, outcome_total = self.namespaces.ranking_inputs(ns)
-        baseline = ranking.baseline_rate(outcome_successes, outcome_total)
+        baseline = ranking.baseline_rate(view.outcome_successes, view.outcome_total)
 
         waited = [0] * len(reqs)
-        for i, (req, token) in enumerate(zip(reqs, tokens, strict=True)):
-            if token is not None:  # after the first wait the others are usually done
-                waited[i] = wait_for(self.db, ns, token, req.wait_timeout_ms, where(i, "consistency_token"))
-        self.registry.sync(ns, force=any(t is not None for t in tokens))
+        if view.snapshot is None:
+            for i, (req, token) in enumerate(zip(reqs, tokens, strict=True)):
+                if token is not None:  # after the first wait the others are usually done
+                    waited[i] = wait_for(self.db, ns, token, req.wait_timeout_ms, where(i, "consistency_token"))
+            self.registry.sync(ns, force=any(t is not None for t in tokens))
 
-        queries = self.search.embed(reqs, settings)
-        first_hits = self.search.first_hits(ns, reqs, queries, lexical=settings.ranking.lexical_weight > 0)
+        queries = self.search.embed(reqs, view.settings)
+        first_hits = self.search.first_hits(
+            ns, reqs, queries, lexical=view.settings.ranking.lexical_weight > 0, pinned=view.pinned
+        )
         chosen = [
-            self._choose(self._candidates(ns, req, settings, query, baseline, hits), req)
+            self._choose(self._candidates(ns, req, view, query, baseline, hits), req)
             for req, query, hits in zip(reqs, queries, first_hits, strict=True)
         ]
 
+        snapshot_pk = view.snapshot.pk if view.snapshot is not None else None
         with self.db.read() as session:
             pks = sorted({c.row.pk for picked in chosen for c in picked})
-            evidence = evidence_repo.list_evidence_summaries(session, pks, EVIDENCE_PER_ITEM)
+            evidence = evidence_repo.list_evidence_summaries(session, pks, EVIDENCE_PER_ITEM, snapshot_pk)
         items = [[self._item(c, evidence.get(c.row.pk, [])) for c in picked] for picked in chosen]
-        ids = ["r_" + uuid.uuid4().hex for _ in reqs]
+        # A read under a snapshot is not logged: nothing it serves can be credited.
+        logged = log and view.snapshot is None
+        ids: list[str | None] = ["r_" + uuid.uuid4().hex if logged else None for _ in reqs]
 
-        def log(session: Session) -> None:
+        def write_log(session: Session) -> None:
             for rid, req, picked in zip(ids, reqs, chosen, strict=True):
+                assert rid is not None
                 repo.create_retrieval(
                     session,
                     id=rid,
@@ -137,17 +168,54 @@ class RetrievalService:
                     items=[(c.row.pk, rank, c.score, c.similarity) for rank, c in enumerate(picked)],
                 )
 
-        self.db.run_write(log)
+        if logged:
+            self.db.run_write(write_log)
         return [
             RetrieveResponse(
                 retrieval_id=rid,
                 items=served,
                 context=render(served, req.render) if req.render else None,
-                gamma=settings.gamma,
+                gamma=view.settings.gamma,
                 waited_ms=w,
             )
             for rid, req, served, w in zip(ids, reqs, items, waited, strict=True)
         ]
+
+    def _view(self, ns: str, reqs: list[RetrieveRequest], where: Callable[[int, str], str]) -> _View:
+        """What the requests read: the live namespace, or one snapshot (its settings,
+        baseline, clock and indexes) when they name it. One batch reads one of them."""
+        named = reqs[0].snapshot
+        for i, req in enumerate(reqs):
+            if req.snapshot != named:
+                raise InvalidInput(
+                    f"{where(i, 'snapshot')}: every request of one batch reads the same snapshot (or none)",
+                    field=where(i, "snapshot"),
+                    rule="one_snapshot_per_batch",
+                )
+            if named is not None and req.consistency_token is not None:
+                raise InvalidInput(
+                    f"{where(i, 'consistency_token')}: a snapshot never changes; there is nothing to wait for",
+                    field=where(i, "consistency_token"),
+                    rule="not_with_snapshot",
+                )
+        if named is None:
+            settings, successes, total = self.namespaces.ranking_inputs(ns)
+            return _View(settings, successes, total, utcnow(), None, None)
+        with self.db.read() as session:
+            self.namespaces.require(session, ns)
+            snap = self.snapshots.resolve(session, ns, named, field=where(0, "snapshot"))
+        assert snap is not None
+        pinned = self.pinned.get(snap.pk, lambda: self._load_pinned(snap.pk))
+        return _View(
+            parse_settings(snap.settings), snap.outcome_successes, snap.outcome_total, snap.created_at, snap, pinned
+        )
+
+    def _load_pinned(self, snapshot_pk: int) -> PinnedMemory:
+        with self.db.read() as session:
+            return PinnedMemory.build(
+                snapshots_repo.list_pinned_vectors(session, snapshot_pk, self.embedder.name),
+                snapshots_repo.list_pinned_lexical_texts(session, snapshot_pk),
+            )
 
     def wait_searchable(self, ns: str, token: str, timeout_ms: int) -> int:
         """After a write: block (bounded) until what it queued is searchable from
@@ -163,11 +231,13 @@ class RetrievalService:
         self,
         ns: str,
         req: RetrieveRequest,
-        settings: NamespaceSettings,
+        view: _View,
         query: Query,
         baseline: float,
         first_hits: Hits,
     ) -> list[_Candidate]:
+        settings = view.settings
+        snapshot_pk = view.snapshot.pk if view.snapshot is not None else None
         f = req.filters
         filters = repo.CandidateFilters(
             kinds=req.kinds,
@@ -191,11 +261,11 @@ class RetrievalService:
                 word_sets[key] = frozenset(lexical_repo.tokens(query.text_for(kind) or ""))
             return word_sets[key]
 
-        now = utcnow()
+        now = view.now
         pks, exhausted = first_hits
         while True:
             with self.db.read() as session:
-                rows = repo.list_candidates(session, ns, sorted(pks), filters, self.embedder.name)
+                rows = repo.list_candidates(session, ns, sorted(pks), filters, self.embedder.name, snapshot_pk)
             rows = [r for r in rows if "state" in r.vectors and query.for_kind(r.kind) is not None]
             lexical = self._lexical(rows, words) if lexical_weight else [None] * len(rows)
             out = []
@@ -218,7 +288,7 @@ class RetrievalService:
             if len(out) >= want or exhausted or fetch >= 100_000:
                 return out
             fetch *= 4
-            deeper, exhausted = self.search.search(ns, list(req.kinds), [query], [fetch])[0]
+            deeper, exhausted = self.search.search(ns, list(req.kinds), [query], [fetch], view.pinned)[0]
             pks = pks | deeper
 
     @staticmethod

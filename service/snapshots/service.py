@@ -45,6 +45,7 @@ class SnapshotService:
         h = canonical_hash(body.model_dump(mode="json", exclude={"id"}))
 
         def work(session: Session) -> tuple[SnapshotRead, bool]:
+            repo.begin_consistent(session)
             old = repo.read_snapshot(session, ns, id)
             if old is None:
                 self.namespaces.require(session, ns)

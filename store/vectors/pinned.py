@@ -1,0 +1,150 @@
+"""A snapshot's memory in this process: exact vector search per (kind, field) and
+a lexical index over its state texts, loaded once from the snapshot's copies.
+
+Exact (a matrix product, ties broken by pk) rather than the live HNSW/IVF indexes:
+a snapshot never changes, so its answers must not either, whatever order the live
+index was built in. Searching costs O(n·d) per query; see docs/trainers.md.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections import OrderedDict, defaultdict
+from collections.abc import Callable, Iterable, Sequence
+
+import numpy as np
+
+from store.lexical import MAX_QUERY_TOKENS, MAX_TOKEN_CHARS, tokens
+
+
+class PinnedIndex:
+    """Exact inner-product search over a fixed set of unit vectors."""
+
+    def __init__(self, pks: Sequence[int], matrix: np.ndarray) -> None:
+        self.pks = np.asarray(pks, dtype=np.int64)
+        self.matrix = matrix
+
+    def __len__(self) -> int:
+        return len(self.pks)
+
+    def search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """Like faiss: (scores, ids), each (n_queries, k), ids padded with -1. Each
+        query is scored on its own (a matrix-vector product), so a query's answer
+        does not depend on which other queries share the call."""
+        n = len(self.pks)
+        k = max(0, min(k, n))
+        scores = np.full((len(queries), k), -np.inf, dtype=np.float32)
+        ids = np.full((len(queries), k), -1, dtype=np.int64)
+        for i, q in enumerate(np.asarray(queries, dtype=np.float32)):
+            s = self.matrix @ q
+            # Descending score, then ascending pk (the rows are in pk order): stable.
+            order = np.argsort(-s, kind="stable")[:k]
+            scores[i, : len(order)] = s[order]
+            ids[i, : len(order)] = self.pks[order]
+        return scores, ids
+
+
+class PinnedLexicon:
+    """Best lexical matches among a fixed set of texts: BM25 over the same tokens the
+    SQL lexical index uses (no stop words, numbers kept)."""
+
+    K1 = 1.2
+    B = 0.75
+
+    def __init__(self, docs: Iterable[tuple[int, str, str]]) -> None:
+        self.postings: dict[str, dict[str, list[tuple[int, int]]]] = defaultdict(lambda: defaultdict(list))
+        self.lengths: dict[int, int] = {}
+        self.kind_of: dict[int, str] = {}
+        for pk, kind, text in docs:
+            words = tokens(text)
+            self.lengths[pk] = len(words)
+            self.kind_of[pk] = kind
+            counts: dict[str, int] = defaultdict(int)
+            for w in words:
+                counts[w] += 1
+            for w, c in counts.items():
+                self.postings[kind][w].append((pk, c))
+        self.docs_per_kind: dict[str, int] = defaultdict(int)
+        for kind in self.kind_of.values():
+            self.docs_per_kind[kind] += 1
+        self.mean_length = (sum(self.lengths.values()) / len(self.lengths)) if self.lengths else 0.0
+
+    def matches(self, kinds: Sequence[str], query: str, limit: int) -> list[tuple[int, float]]:
+        words = list(dict.fromkeys(t for t in tokens(query) if len(t) <= MAX_TOKEN_CHARS))[:MAX_QUERY_TOKENS]
+        scores: dict[int, float] = defaultdict(float)
+        n = sum(self.docs_per_kind.get(k, 0) for k in kinds)
+        for kind in kinds:
+            index = self.postings.get(kind, {})
+            for w in words:
+                posting = index.get(w)
+                if not posting:
+                    continue
+                df = sum(len(self.postings.get(k, {}).get(w, ())) for k in kinds)
+                idf = math.log(1 + (n - df + 0.5) / (df + 0.5))
+                for pk, tf in posting:
+                    norm = self.K1 * (1 - self.B + self.B * self.lengths[pk] / (self.mean_length or 1))
+                    scores[pk] += idf * tf * (self.K1 + 1) / (tf + norm)
+        ranked = sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))
+        return ranked[:limit]
+
+
+class PinnedMemory:
+    """One snapshot's indexes, shaped like the live IndexRegistry for the search code."""
+
+    def __init__(self, indexes: dict[tuple[str, str], PinnedIndex], lexicon: PinnedLexicon) -> None:
+        self.indexes = indexes
+        self.lexicon = lexicon
+
+    @classmethod
+    def build(
+        cls, vectors: Iterable[tuple[str, str, int, bytes]], texts: Iterable[tuple[int, str, str]]
+    ) -> PinnedMemory:
+        grouped: dict[tuple[str, str], tuple[list[int], list[np.ndarray]]] = {}
+        for kind, field, pk, blob in vectors:
+            pks, rows = grouped.setdefault((kind, field), ([], []))
+            pks.append(pk)
+            rows.append(np.frombuffer(blob, dtype="<f4"))
+        indexes = {key: PinnedIndex(pks, np.vstack(rows)) for key, (pks, rows) in grouped.items()}
+        return cls(indexes, PinnedLexicon(texts))
+
+    def index(self, ns: str, kind: str, field: str) -> PinnedIndex | None:
+        return self.indexes.get((kind, field))
+
+    @property
+    def vector_count(self) -> int:
+        return sum(len(i) for i in self.indexes.values())
+
+
+class PinnedCache:
+    """The snapshots loaded in this process, least recently used evicted past
+    `max_vectors` (one snapshot is always kept, however large)."""
+
+    def __init__(self, max_vectors: int = 2_000_000) -> None:
+        self.max_vectors = max_vectors
+        self._items: OrderedDict[int, PinnedMemory] = OrderedDict()
+        self._lock = threading.Lock()
+        self._loading: dict[int, threading.Lock] = defaultdict(threading.Lock)
+
+    def get(self, snapshot_pk: int, load: Callable[[], PinnedMemory]) -> PinnedMemory:
+        with self._lock:
+            hit = self._items.get(snapshot_pk)
+            if hit is not None:
+                self._items.move_to_end(snapshot_pk)
+                return hit
+            gate = self._loading[snapshot_pk]
+        with gate:  # one loader per snapshot; the others wait for it
+            with self._lock:
+                hit = self._items.get(snapshot_pk)
+            if hit is not None:
+                return hit
+            memory = load()
+            with self._lock:
+                self._items[snapshot_pk] = memory
+                self._items.move_to_end(snapshot_pk)
+                total = sum(m.vector_count for m in self._items.values())
+                while len(self._items) > 1 and total > self.max_vectors:
+                    _, evicted = self._items.popitem(last=False)
+                    total -= evicted.vector_count
+                self._loading.pop(snapshot_pk, None)
+            return memory

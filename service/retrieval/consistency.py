@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import time
 
-from domain.errors import ReflexaError
+from domain.errors import Conflict, ReflexaError
 from domain.jobs import TRAJECTORY_CLOSED, Priority
 from store import jobs as jobs_repo
+from store import namespaces as ns_repo
 from store.database import Database
 
 
@@ -34,6 +35,13 @@ def wait_for(db: Database, ns: str, token: tuple[int, int], timeout_ms: int, fie
     while True:
         with db.read() as session:
             statuses = jobs_repo.read_job_statuses(session, ns, TRAJECTORY_CLOSED.kind, *token)
+            frozen = bool(statuses.get("queued")) and ns_repo.read_frozen(session, ns)
+        if frozen:  # its jobs wait for the thaw: waiting here could only time out
+            raise Conflict(
+                f"namespace {ns!r} is frozen for evaluation: the write this token names is indexed after the thaw",
+                field=field,
+                rule="namespace_frozen",
+            )
         if statuses.get("queued") and not bumped:
             db.run_write(
                 lambda session: jobs_repo.update_awaited_jobs(

@@ -166,8 +166,15 @@ def test_frozen_namespace_takes_ingest_but_memory_does_not_change(client: TestCl
     assert client.get(path).json()["frozen"] is True
     assert 'reflexa_namespace_frozen{namespace="mem"} 1.0' in client.get("/metrics").text
 
-    post_trajectory(client, "mem", "during", task="open the door 0", steps=[step("a new room", "look")], success=True)
+    written = post_trajectory(
+        client, "mem", "during", task="open the door 0", steps=[step("a new room", "look")], success=True
+    )
     assert drain(client) == 0  # its jobs wait
+    r = client.post(
+        f"{path}/retrieve",
+        json={"state": {"observation": "a new room"}, "consistency_token": written["consistency_token"]},
+    )
+    assert r.status_code == 409 and r.json()["error"]["rule"] == "namespace_frozen"  # fails fast, no timeout
     r = client.post(f"{path}/retrievals/{served['retrieval_id']}/outcome", json={"success": True})
     assert r.status_code == 200 and r.json()["credited_items"] == 0
     some = next(iter(before))

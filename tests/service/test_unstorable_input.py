@@ -60,6 +60,7 @@ BODIES: dict[str, dict[str, Any]] = {
     },
     "report_retrieval_outcome": {"success": True, "trajectory_id": "open", "details": {"k": "v"}, "item_ids": ["i"]},
     "update_reflection": {"content": {"text": "t"}, "text": "t", "status": "active", "note": "why"},
+    "create_snapshot": {"id": "s1", "note": "before epoch 3"},
 }
 BODIES["retrieve_batch"] = {"requests": [BODIES["retrieve"], {"state": {"observation": "a hall"}}]}
 PATH_VALUES = {"ns": "proj", "id": "open", "retrieval_id": "r1"}

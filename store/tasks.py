@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
-from sqlalchemy import Float, Integer, String, and_, case, cast, func, literal, null, or_, select
+from sqlalchemy import BigInteger, Float, String, and_, case, cast, func, literal, null, or_, select
 from sqlalchemy.orm import Session
 from sqlalchemy.sql import ColumnElement
 
@@ -94,7 +94,7 @@ def _count_where(condition: ColumnElement[bool]) -> Any:
 
 def _total(column: Any) -> Any:
     # SUM of a bigint sum is numeric on PostgreSQL: keep counts integers.
-    return cast(func.sum(column), Integer)
+    return cast(func.sum(column), BigInteger)
 
 
 def list_task_stats(
@@ -121,25 +121,30 @@ def list_task_stats(
         else_=None,
     )
     seen = case((tv.c.closed_at > tv.c.created_at, tv.c.closed_at), else_=tv.c.created_at)
-    task_key = [tv.c.task_hash, *([tv.c.policy_version] if by_policy else [])]
-    rows_stmt = select(
-        *task_key,
+    outcomes_stmt = select(
+        tv.c.task_hash,
+        tv.c.policy_version,
         tv.c.group_id,
         tv.c.task,
         tv.c.status,
         tv.c.success,
         reward.label("r"),
-        func.avg(reward).over(partition_by=task_key).label("task_mean"),
-        func.avg(reward).over(partition_by=[*task_key, tv.c.group_id]).label("group_mean"),
         seen.label("seen"),
     )
     if filters.environment is not None:
-        rows_stmt = rows_stmt.where(tv.c.environment == filters.environment)
+        outcomes_stmt = outcomes_stmt.where(tv.c.environment == filters.environment)
     if filters.agent is not None:
-        rows_stmt = rows_stmt.where(tv.c.agent == filters.agent)
+        outcomes_stmt = outcomes_stmt.where(tv.c.agent == filters.agent)
     if filters.policy_version is not None:
-        rows_stmt = rows_stmt.where(tv.c.policy_version == filters.policy_version)
-    rows = rows_stmt.subquery("task_rows")
+        outcomes_stmt = outcomes_stmt.where(tv.c.policy_version == filters.policy_version)
+    outcomes = outcomes_stmt.subquery("task_outcomes")
+    o = outcomes.c
+    task_key = [o.task_hash, *([o.policy_version] if by_policy else [])]
+    rows = select(
+        outcomes,
+        func.avg(o.r).over(partition_by=task_key).label("task_mean"),
+        func.avg(o.r).over(partition_by=[*task_key, o.group_id]).label("group_mean"),
+    ).subquery("task_rows")
 
     # -- buckets: per (task[, policy_version], group_id)
     b_closed = rows.c.status == "closed"
@@ -180,15 +185,11 @@ def list_task_stats(
             _total(g.successes).label("successes"),
             _total(g.failures).label("failures"),
             _total(g.rewarded).label("rewarded"),
-            case((judged > 0, _as_float(func.sum(g.successes)) / _as_float(judged)), else_=None).label(
-                "success_rate"
-            ),
+            case((judged > 0, _as_float(func.sum(g.successes)) / _as_float(judged)), else_=None).label("success_rate"),
             case((rewarded > 0, _as_float(func.sum(g.reward_sum)) / _as_float(rewarded)), else_=None).label(
                 "reward_mean"
             ),
-            case((rewarded > 0, _as_float(func.sum(g.task_dev)) / _as_float(rewarded)), else_=None).label(
-                "reward_var"
-            ),
+            case((rewarded > 0, _as_float(func.sum(g.task_dev)) / _as_float(rewarded)), else_=None).label("reward_var"),
             _total(case((grouped, 1), else_=0)).label("groups"),
             _total(case((and_(grouped, g.successes > 0, g.failures > 0), 1), else_=0)).label("mixed_groups"),
             _total(case((signal, 1), else_=0)).label("signal_groups"),

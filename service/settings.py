@@ -29,7 +29,13 @@ class Limits(BaseModel):
     max_steps_per_trajectory: int = Field(100_000, description="most steps one trajectory may hold")
     max_batch_trajectories: int = Field(1_000, description="most trajectories in one batch request")
     max_batch_retrievals: int = Field(256, description="most states in one POST …/retrieve/batch")
+    max_context_steps: int = Field(
+        20_000, description="most step contexts in one POST …/distill/contexts (trajectories × steps)"
+    )
     max_page_size: int = Field(500, description="largest `limit` of a list request")
+    max_export_rows: int = Field(
+        10_000_000, description="largest `limit` of GET …/export (without `limit` an export writes every row)"
+    )
 
 
 class EmbeddingSettings(BaseModel):

@@ -11,7 +11,8 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from datetime import datetime
+from typing import Any, Generic, Literal, TypeVar, get_args
 from urllib.parse import quote
 
 import httpx
@@ -301,3 +302,67 @@ def report_retrieval_outcome(
     path = f"/v1/namespaces/{_segment(namespace)}/retrievals/{_segment(retrieval_id)}/outcome"
     # An identical repeat is a replay (credited_items 0), so retries are safe.
     return Operation("POST", path, _reader(RetrievalOutcome), body=dump(body))
+
+
+# --- export ---------------------------------------------------------------------------------
+
+ExportDataset = Literal["trajectories", "sft", "preferences", "attempts"]
+ExportFormat = Literal["jsonl", "parquet"]
+EXPORT_DATASETS: tuple[str, ...] = get_args(ExportDataset)
+EXPORT_FORMATS: tuple[str, ...] = get_args(ExportFormat)
+#: The query parameters GET …/export reads besides ``dataset`` and ``format``.
+EXPORT_FILTERS = frozenset(
+    {
+        "environment",
+        "agent",
+        "policy_version",
+        "group_id",
+        "task",
+        "success",
+        "created_after",
+        "created_before",
+        "limit",
+        "snapshot",
+        "context",
+        "history",
+        "max_pairs_per_state",
+        "hints",
+    }
+)
+
+
+@dataclass(frozen=True)
+class Download:
+    """A request whose 2xx answer is a stream of bytes to write somewhere, not JSON
+    (the transports' ``stream``); retried like an :class:`Operation`."""
+
+    method: str
+    path: str
+    params: dict[str, str]
+    retry: RetryMode = "idempotent"
+    server_wait: float = 0.0
+
+
+def _query_value(name: str, value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, datetime):
+        if value.tzinfo is None:
+            raise InvalidInput(f"{name} needs a timezone", field=name)
+        return value.isoformat()
+    return str(value)
+
+
+def export_dataset(namespace: str, dataset: str, format: str, filters: Mapping[str, Any]) -> Download:
+    """GET …/export; filters left at ``None`` are not sent, unknown ones are refused here."""
+    if dataset not in EXPORT_DATASETS:
+        raise InvalidInput(f"dataset must be one of {', '.join(EXPORT_DATASETS)}, not {dataset!r}", field="dataset")
+    if format not in EXPORT_FORMATS:
+        raise InvalidInput(f"format must be one of {', '.join(EXPORT_FORMATS)}, not {format!r}", field="format")
+    unknown = sorted(set(filters) - EXPORT_FILTERS)
+    if unknown:
+        raise InvalidInput(f"unknown export filter {unknown[0]!r}", field=unknown[0])
+    params = {"dataset": dataset, "format": format}
+    params.update((name, _query_value(name, value)) for name, value in filters.items() if value is not None)
+    # Reads only, and under a snapshot the same bytes every time: a retry starts over.
+    return Download("GET", f"/v1/namespaces/{_segment(namespace)}/export", params)

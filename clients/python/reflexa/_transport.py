@@ -10,12 +10,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import httpx
 
 from reflexa._consistency import ConsistencySession
-from reflexa._operations import Operation
+from reflexa._operations import Download, Operation
 from reflexa._version import __version__
 from reflexa.config import ClientConfig
 from reflexa.errors import ConnectionFailed, ReflexaError, error_from_response, parse_retry_after
@@ -44,10 +44,18 @@ def _parsed(op: Operation[T], response: httpx.Response, session: ConsistencySess
     return result
 
 
+class ByteSink(Protocol):
+    """Where a download's bytes go; `restart` drops what an earlier attempt wrote."""
+
+    def restart(self) -> None: ...
+
+    def write(self, chunk: bytes) -> None: ...
+
+
 class _Attempts:
     """The part of the retry loop that does not wait: decide, log, or raise."""
 
-    def __init__(self, config: ClientConfig, op: Operation[Any]) -> None:
+    def __init__(self, config: ClientConfig, op: Operation[Any] | Download) -> None:
         self._policy = config.retry
         self._op = op
         self.count = 0
@@ -114,6 +122,30 @@ class SyncTransport:
                 wait = attempts.after_response(response)
             _sleep(wait)
 
+    def stream(self, dl: Download, sink: ByteSink) -> None:
+        """Write the answer's bytes to ``sink`` as they arrive. A retry (the same
+        rules as :meth:`send`, a connection lost mid-stream included) restarts the sink."""
+        attempts = _Attempts(self.config, dl)
+        while True:
+            sink.restart()
+            try:
+                with self._http.stream(
+                    dl.method,
+                    self.config.base_url + dl.path,
+                    params=dl.params,
+                    headers=self._headers,
+                    timeout=self.config.timeout + dl.server_wait,
+                ) as response:
+                    if response.is_success:
+                        for chunk in response.iter_bytes():
+                            sink.write(chunk)
+                        return
+                    response.read()
+                    wait = attempts.after_response(response)
+            except httpx.TransportError as exc:
+                wait = attempts.after_exception(exc)
+            _sleep(wait)
+
     def close(self) -> None:
         """Close the httpx client if this transport made it (a caller's stays theirs)."""
         if self._owns_http:
@@ -149,6 +181,29 @@ class AsyncTransport:
                 if response.is_success:
                     return _parsed(op, response, self.session)
                 wait = attempts.after_response(response)
+            await _async_sleep(wait)
+
+    async def stream(self, dl: Download, sink: ByteSink) -> None:
+        """As :meth:`SyncTransport.stream`."""
+        attempts = _Attempts(self.config, dl)
+        while True:
+            sink.restart()
+            try:
+                async with self._http.stream(
+                    dl.method,
+                    self.config.base_url + dl.path,
+                    params=dl.params,
+                    headers=self._headers,
+                    timeout=self.config.timeout + dl.server_wait,
+                ) as response:
+                    if response.is_success:
+                        async for chunk in response.aiter_bytes():
+                            sink.write(chunk)
+                        return
+                    await response.aread()
+                    wait = attempts.after_response(response)
+            except httpx.TransportError as exc:
+                wait = attempts.after_exception(exc)
             await _async_sleep(wait)
 
     async def aclose(self) -> None:

@@ -9,6 +9,7 @@ asyncio code, use :meth:`reflexa.Client.episode`: its ``step`` never blocks, and
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import AsyncIterator, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Literal
@@ -16,7 +17,16 @@ from typing import Any, Literal
 import httpx
 
 from reflexa import _operations as ops
-from reflexa._operations import FiltersInput, OutcomeInput, RenderInput, StepInput, TrajectoryInput
+from reflexa._download import DatasetFile
+from reflexa._operations import (
+    ExportDataset,
+    ExportFormat,
+    FiltersInput,
+    OutcomeInput,
+    RenderInput,
+    StepInput,
+    TrajectoryInput,
+)
 from reflexa._retry import RetryPolicy
 from reflexa._transport import AsyncTransport
 from reflexa.config import DEFAULT_TIMEOUT, ClientConfig
@@ -315,6 +325,24 @@ class AsyncClient:
             "item_ids": None if item_ids is None else list(item_ids),
         }
         return await self._transport.send(ops.report_retrieval_outcome(self._ns(namespace), retrieval_id, outcome))
+
+    async def export(
+        self,
+        namespace: str | None,
+        dataset: ExportDataset,
+        path: str | os.PathLike[str],
+        *,
+        format: ExportFormat = "jsonl",
+        progress: bool = True,
+        **filters: Any,
+    ) -> int:
+        """See :meth:`reflexa.Client.export`; the file is written as the stream arrives."""
+        download = ops.export_dataset(self._ns(namespace), dataset, format, filters)
+        limit = filters.get("limit") if format == "jsonl" else None
+        total = limit if isinstance(limit, int) and not isinstance(limit, bool) else None
+        with DatasetFile(path, format, progress=progress, total=total, description=dataset) as out:
+            await self._transport.stream(download, out)
+            return out.finish()
 
     def session_token(self, namespace: str | None = None) -> str | None:
         """See :meth:`reflexa.Client.session_token`."""

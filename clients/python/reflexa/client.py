@@ -11,6 +11,7 @@ exponential backoff and jitter; see :mod:`reflexa._retry` for why that is safe.
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Literal
@@ -18,7 +19,16 @@ from typing import Any, Literal
 import httpx
 
 from reflexa import _operations as ops
-from reflexa._operations import FiltersInput, OutcomeInput, RenderInput, StepInput, TrajectoryInput
+from reflexa._download import DatasetFile
+from reflexa._operations import (
+    ExportDataset,
+    ExportFormat,
+    FiltersInput,
+    OutcomeInput,
+    RenderInput,
+    StepInput,
+    TrajectoryInput,
+)
 from reflexa._retry import RetryPolicy
 from reflexa._transport import SyncTransport
 from reflexa.config import DEFAULT_TIMEOUT, ClientConfig
@@ -401,6 +411,42 @@ class Client:
             "item_ids": None if item_ids is None else list(item_ids),
         }
         return self._transport.send(ops.report_retrieval_outcome(self._ns(namespace), retrieval_id, outcome))
+
+    def export(
+        self,
+        namespace: str | None,
+        dataset: ExportDataset,
+        path: str | os.PathLike[str],
+        *,
+        format: ExportFormat = "jsonl",
+        progress: bool = True,
+        **filters: Any,
+    ) -> int:
+        """Stream a training dataset of the namespace into the file at ``path``;
+        returns how many rows (``jsonl``) or bytes (``parquet``) were written.
+
+        ``dataset``: ``trajectories`` (one row per trajectory, with its steps),
+        ``sft`` (chat ``messages`` per step of successful trajectories, for TRL's
+        SFTTrainer), ``preferences`` (``prompt`` / ``chosen`` / ``rejected`` at matched
+        states, TRL's conversational preference shape) or ``attempts`` (first attempt,
+        reflection, next attempt). ``filters``: the server's query parameters
+        (``environment``, ``agent``, ``policy_version``, ``group_id``, ``task``,
+        ``success``, ``created_after``, ``created_before``, ``limit``, ``snapshot``,
+        ``context``, ``history``, ``max_pairs_per_state``, ``hints``); one left at
+        ``None`` is not sent, an unknown one raises
+        :class:`~reflexa.errors.InvalidInput` before anything is sent. Give
+        ``snapshot`` for a dataset that is the same bytes every time.
+
+        The file appears only once the export is complete (it is written to
+        ``<path>.part`` first); a retried attempt starts the file over. With
+        ``progress`` (and tqdm installed) a progress bar counts rows or bytes.
+        """
+        download = ops.export_dataset(self._ns(namespace), dataset, format, filters)
+        limit = filters.get("limit") if format == "jsonl" else None
+        total = limit if isinstance(limit, int) and not isinstance(limit, bool) else None
+        with DatasetFile(path, format, progress=progress, total=total, description=dataset) as out:
+            self._transport.stream(download, out)
+            return out.finish()
 
     def session_token(self, namespace: str | None = None) -> str | None:
         """The token a ``consistency="session"`` retrieve would wait for now (``None``:

@@ -1,0 +1,1 @@
+"""Dataset exports for trainers (GET /v1/namespaces/{ns}/export)."""

@@ -148,6 +148,18 @@ class ReflectionSettings(RequestModel):
     llm: LLMReflectionSettings = Field(default_factory=LLMReflectionSettings)
 
 
+class DistillSettings(RequestModel):
+    """Teacher contexts for on-policy distillation (docs/trainers.md)."""
+
+    tokenizer_file: str | None = Field(
+        None,
+        min_length=1,
+        max_length=4096,
+        description="a Hugging Face `tokenizers` tokenizer.json on the server (the student's tokenizer): when set, "
+        "teachers may ask for max_tokens and every context reports its tokens",
+    )
+
+
 class NamespaceSettings(RequestModel):
     """Per-namespace behaviour; every field has a default, unknown fields are refused."""
 
@@ -156,6 +168,7 @@ class NamespaceSettings(RequestModel):
     ranking: RankingSettings = Field(default_factory=RankingSettings)
     credit: CreditSettings = Field(default_factory=CreditSettings)
     reflection: ReflectionSettings = Field(default_factory=ReflectionSettings)
+    distill: DistillSettings = Field(default_factory=DistillSettings)
 
 
 def parse_settings(stored: dict[str, Any]) -> NamespaceSettings:

@@ -17,6 +17,8 @@ from domain.errors import ReflexaError
 from migrations import schema_status
 from service.body_limit import BodyLimitMiddleware
 from service.container import Services
+from service.distill.router import router as distill_router
+from service.export.router import router as export_router
 from service.health.router import router as health_router
 from service.jobs.router import router as jobs_router
 from service.keys.router import router as keys_router
@@ -145,6 +147,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         reflections_router,
         jobs_router,
         snapshots_router,
+        distill_router,
+        export_router,
         tasks_router,
     )
     for router in routers:

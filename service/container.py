@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from reflectors.llm_client import LLMClient, SqlTokenBudget
 from reflectors.registry import build_handlers
 from reflectors.worker import Worker, WorkerConfig
+from service.distill.service import DistillService
+from service.export.service import ExportService
 from service.jobs.service import JobService
 from service.keys.service import KeyService
 from service.limits import LimitChecker
@@ -76,6 +78,8 @@ class Services:
     reflections: ReflectionService
     jobs: JobService
     snapshots: SnapshotService
+    distill: DistillService
+    exports: ExportService
     tasks: TaskService
 
     @classmethod
@@ -93,6 +97,7 @@ class Services:
         )
         worker = make_worker(settings, db, embedder)
         snapshots = SnapshotService(db, namespaces, embedder.name)
+        retrieval = RetrievalService(db, namespaces, embedder, registry, checker, snapshots)
         return cls(
             settings=settings,
             db=db,
@@ -102,9 +107,11 @@ class Services:
             keys=KeyService(db),
             namespaces=namespaces,
             trajectories=TrajectoryService(db, namespaces, checker, on_enqueue=worker.wake),
-            retrieval=RetrievalService(db, namespaces, embedder, registry, checker, snapshots),
+            retrieval=retrieval,
             reflections=ReflectionService(db, namespaces, checker),
             jobs=JobService(db, namespaces),
             snapshots=snapshots,
+            distill=DistillService(db, namespaces, snapshots, retrieval, checker),
+            exports=ExportService(db, namespaces, snapshots, settings.limits),
             tasks=TaskService(db, namespaces, snapshots),
         )

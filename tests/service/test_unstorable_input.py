@@ -62,6 +62,11 @@ BODIES: dict[str, dict[str, Any]] = {
     "update_reflection": {"content": {"text": "t"}, "text": "t", "status": "active", "note": "why"},
     "create_snapshot": {"id": "s1", "note": "before epoch 3"},
 }
+BODIES["distill_contexts"] = {
+    "trajectories": [{"id": "open"}, {**TRAJECTORY, "id": "inline"}],
+    "teachers": [{"kind": "memory", "name": "m", "kinds": ["skill"]}, {"kind": "hindsight", "horizon": 2}],
+    "template": "default",
+}
 BODIES["retrieve_batch"] = {"requests": [BODIES["retrieve"], {"state": {"observation": "a hall"}}]}
 PATH_VALUES = {"ns": "proj", "id": "open", "retrieval_id": "r1"}
 FREE_KEY = "k"  # the key under which a free-form object (metadata, state data) gets a string

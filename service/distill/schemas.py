@@ -1,0 +1,163 @@
+"""Teacher-context schemas: POST /v1/namespaces/{ns}/distill/contexts.
+
+The core names (snapshot, trajectories, teachers, leakage; template_version,
+plain, teachers{NAME: text, messages, item_ids, chars}) are fixed by the trainer
+surface in DESIGN.md; the rest are additions.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field, model_validator
+
+from domain.reflections import Kind
+from domain.schemas import ClientId, RequestModel, ResponseModel
+from service.trajectories.schemas import TrajectoryCreate
+
+TeacherKind = Literal["memory", "hindsight", "evidence_card", "reflection", "attempt_summary"]
+TEACHER_NAME = r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,63}$"
+TEMPLATE_NAME = r"^[a-z0-9][a-z0-9_-]{0,62}$"
+DEFAULT_MAX_CHARS = 4000
+DEFAULT_MEMORY_KINDS: tuple[Kind, ...] = ("skill", "heuristic", "exemplar")
+DEFAULT_MEMORY_K = 5
+DEFAULT_ATTEMPTS = 3
+
+
+class ContextTrajectory(TrajectoryCreate):
+    """A stored trajectory named by `{"id"}` alone, or an inline one (a rollout group
+    not yet stored): the body of POST …/trajectories, `id` optional."""
+
+    task: str | None = Field(None, min_length=1, description="inline: required; a stored trajectory gives only id")
+
+    @model_validator(mode="after")
+    def _stored_or_inline(self) -> ContextTrajectory:
+        if self.task is None:
+            if self.id is None:
+                raise ValueError("give the id of a stored trajectory, or an inline trajectory with its task")
+            extra = sorted(self.model_fields_set - {"id", "task"})
+            if extra:
+                raise ValueError(f"a stored trajectory is named by id alone; an inline one needs a task (got {extra})")
+        return self
+
+    @property
+    def stored(self) -> bool:
+        return self.task is None
+
+
+class TeacherSpec(RequestModel):
+    kind: TeacherKind
+    name: str | None = Field(
+        None, pattern=TEACHER_NAME, description="the response key; default: the kind (hindsight: 'hindsight@h')"
+    )
+    horizon: int | None = Field(None, ge=1, le=10_000, description="hindsight: steps ahead shown (default 1)")
+    kinds: list[Kind] | None = Field(
+        None, min_length=1, description="memory: reflection kinds retrieved (default skill, heuristic, exemplar)"
+    )
+    k: int | None = Field(
+        None, ge=1, le=100, description="memory: items retrieved per step (default 5); attempt_summary: attempts (3)"
+    )
+    max_chars: int | None = Field(
+        None,
+        ge=1,
+        le=200_000,
+        description=f"the privileged block never exceeds this (default {DEFAULT_MAX_CHARS}; with max_tokens only, "
+        "200,000)",
+    )
+    max_tokens: int | None = Field(
+        None, ge=1, le=100_000, description="the block never exceeds this many tokens (needs distill.tokenizer_file)"
+    )
+
+    @property
+    def key(self) -> str:
+        if self.name is not None:
+            return self.name
+        return f"hindsight@{self.horizon or 1}" if self.kind == "hindsight" else self.kind
+
+
+class LeakageOptions(RequestModel):
+    """Leakage guards, all on by default: memory never shows evidence from the
+    trajectory itself, its rollout group, or (allow_same_task false) its task."""
+
+    allow_same_trajectory: bool = False
+    allow_same_group: bool = False
+    allow_same_task: bool = Field(False, description="not applied to evidence_card and attempt_summary (task-scoped)")
+
+
+class ContextsRequest(RequestModel):
+    snapshot: ClientId | None = Field(None, description="read memory and trajectories as pinned by this snapshot")
+    template: str = Field("default", pattern=TEMPLATE_NAME, description="the context template (its version echoed)")
+    trajectories: list[ContextTrajectory] = Field(min_length=1)
+    teachers: list[TeacherSpec] = Field(default_factory=list, description="teacher contexts wanted, each under NAME")
+    leakage: LeakageOptions = Field(default_factory=LeakageOptions)
+    history_max_chars: int = Field(
+        16_000,
+        ge=0,
+        le=1_000_000,
+        description="the history shown (earlier steps' turns) never exceeds this; the oldest steps go first",
+    )
+    steps: list[Annotated[int, Field(ge=0)]] | None = Field(
+        None,
+        min_length=1,
+        max_length=100_000,
+        description="only these step indices (of every trajectory that has them); default: every step",
+    )
+
+
+class ChatMessage(ResponseModel):
+    role: Literal["system", "user", "assistant"]
+    content: str
+
+
+class PlainContext(ResponseModel):
+    text: str
+    messages: list[ChatMessage]
+    omitted_steps: int = Field(0, description="earlier steps dropped by history_max_chars")
+    tokens: int | None = Field(None, description="tokens of `text` (with a tokenizer configured)")
+
+
+class LeakageRead(ResponseModel):
+    allow_same_trajectory: bool
+    allow_same_group: bool
+    allow_same_task: bool
+    task_scoped: bool = Field(description="about the task by design (evidence_card, attempt_summary): no task guard")
+    trajectory_scoped: bool = Field(
+        description="built from this trajectory itself by design (hindsight, reflection): no evidence guards"
+    )
+    excluded_trajectories: int = Field(0, description="trajectories whose evidence was excluded")
+    excluded_tasks: int = Field(0, description="tasks whose evidence was excluded")
+    dropped_items: int = Field(
+        0, description="items left out because their evidence is this trajectory's, its group's or its task's"
+    )
+    redacted_actions: int = Field(0, description="occurrences of the step's own action replaced by [action withheld]")
+
+
+class TeacherContext(ResponseModel):
+    text: str
+    messages: list[ChatMessage]
+    item_ids: list[str] = Field(description="what the block was built from: reflection ids, step:N, outcome, …")
+    chars: int = Field(description="length of the privileged block")
+    item_chars: dict[str, int] = Field(default_factory=dict, description="characters of the block per item used")
+    privileged: str = Field("", description="the privileged block alone")
+    omitted_items: int = Field(0, description="items or lines left out by the budgets")
+    tokens: int | None = Field(None, description="tokens of the privileged block (with a tokenizer configured)")
+    leakage: LeakageRead
+    applicable: bool
+    reason: str | None = Field(None, description="why not applicable (then text and messages are the plain ones)")
+
+
+class StepContexts(ResponseModel):
+    index: int
+    plain: PlainContext
+    teachers: dict[str, TeacherContext]
+
+
+class TrajectoryContexts(ResponseModel):
+    id: str | None = Field(description="the trajectory's id (null: an inline trajectory sent without one)")
+    steps: list[StepContexts]
+
+
+class ContextsResponse(ResponseModel):
+    snapshot: str | None
+    template_version: str = Field(description="name@version of the template the texts were built with")
+    trajectories: list[TrajectoryContexts]

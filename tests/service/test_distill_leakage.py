@@ -1,0 +1,289 @@
+"""The leakage guards of teacher contexts, with the real packaged model, on both
+engines. The traps: memory items whose only evidence is the trajectory itself, a
+sibling of its rollout group, or another attempt at its task must not appear by
+default, and each appears once its guard is opted out of; the same for an inline
+rollout group not stored yet; the defensive check drops what a retrieval let
+through; the task-scoped kinds (evidence card, attempt summary) keep the trajectory
+and group guards only; and the step's own action never appears in any teacher's
+privileged block (random actions, hypothesis)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from reflectors.embed import write_vectors
+from service.app import create_app
+from service.container import Services
+from store import evidence as evidence_repo
+from store import trajectories as trajectories_repo
+from store.embedding import Embedder, build_embedder
+from tests.conftest import ADMIN_KEY, make_settings
+from tests.fixtures import add_reflection, create_namespace, drain, post_trajectory, step
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+URL = "/v1/namespaces/leak/distill/contexts"
+TEA, SOUP = "make tea", "make soup"
+KITCHEN = "You are in a kitchen. A kettle sits on the cold stove."
+# trajectory -> (task, group, action at the kitchen state); created in this order
+SOURCES = {
+    "peer": (TEA, "h", "light stove"),  # another attempt at the task, another rollout group
+    "sib": (TEA, "g", "fill kettle"),  # a sibling in self's rollout group
+    "self": (TEA, "g", "boil water"),  # the trajectory the contexts are for
+    "far": (SOUP, None, "open tap"),  # another task
+}
+ALLOW_ALL = {"allow_same_trajectory": True, "allow_same_group": True, "allow_same_task": True}
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory: pytest.TempPathFactory) -> Embedder:
+    return build_embedder("onnx", cache_dir=tmp_path_factory.mktemp("models"))
+
+
+@pytest.fixture
+def app(database_url: str, tmp_path: Path, model: Embedder, monkeypatch: pytest.MonkeyPatch) -> Iterator[TestClient]:
+    settings = make_settings(database_url, tmp_path)
+    real_build = Services.build
+    monkeypatch.setattr(Services, "build", classmethod(lambda cls, s, db: real_build.__func__(cls, s, db, model)))
+    with TestClient(create_app(settings), headers={"Authorization": f"Bearer {ADMIN_KEY}"}) as c:
+        create_namespace(c, "leak")
+        yield c
+
+
+def add_skill(api: TestClient, model: Embedder, name: str, source: str) -> None:
+    """An active skill whose only evidence is `source`'s first step."""
+    text = f"Skill {name}: in a kitchen with a kettle on the stove, heat water for tea."
+    vector = model.encode([text])[0]
+    db = api.app.state.services.db  # type: ignore[attr-defined]
+    with db.write() as s:
+        traj = trajectories_repo.read_trajectory(s, "leak", source)
+        assert traj is not None
+        content = {"name": name, "when_to_use": "a kitchen with a kettle", "steps": ["heat water"], "text": text}
+        row = add_reflection(s, "leak", name, kind="skill", status="active", content=content, text=text)
+        write_vectors(s, row, model.name, {"state": vector}, {"state": text})
+        evidence_repo.create_evidence(s, row.pk, [evidence_repo.EvidenceIn(traj.pk, 0, 0, success=True)])
+        evidence_repo.update_evidence_stats(s, [row.pk])
+
+
+@pytest.fixture
+def api(app: TestClient, model: Embedder) -> TestClient:
+    for id_, (task, group, action) in SOURCES.items():
+        steps = [step(KITCHEN + f" ({id_})", action, result="something happens")]
+        if id_ == "self":
+            steps.append(step("The kettle whistles.", "pour water", caused_failure=True, result="it spills"))
+        outcome = {"success": id_ != "self", **({"failure_reason": "tea spilt"} if id_ == "self" else {})}
+        post_trajectory(app, "leak", id_, task=task, group_id=group, steps=steps, outcome=outcome)
+    drain(app)
+    for id_ in SOURCES:
+        add_skill(app, model, f"skill-{id_}", id_)
+    return app
+
+
+def exemplar_ids(api: TestClient) -> dict[str, str]:
+    """source trajectory -> the id of its kitchen exemplar."""
+    r = api.get("/v1/namespaces/leak/reflections?kind=exemplar&limit=100")
+    assert r.status_code == 200, r.text
+    by_action = {item["content"]["action"]: item["id"] for item in r.json()["items"]}
+    return {id_: by_action[action] for id_, (_, _, action) in SOURCES.items()}
+
+
+def memory_for(api: TestClient, kind: str, leakage: dict[str, bool], trajectory: dict[str, Any] | None = None) -> Any:
+    body = {
+        "trajectories": [trajectory or {"id": "self"}],
+        "steps": [0],
+        "teachers": [{"kind": "memory", "kinds": [kind], "k": 20}],
+        "leakage": leakage,
+    }
+    r = api.post(URL, json=body)
+    assert r.status_code == 200, r.text
+    return r.json()["trajectories"][0]["steps"][0]["teachers"]["memory"]
+
+
+def visible(api: TestClient, kind: str, teacher: dict[str, Any]) -> set[str]:
+    ids = exemplar_ids(api) if kind == "exemplar" else {s: f"skill-{s}" for s in SOURCES}
+    return {source for source, id_ in ids.items() if id_ in teacher["item_ids"]}
+
+
+LATTICE = [
+    ({}, {"far"}),
+    ({"allow_same_task": True}, {"far", "peer"}),
+    ({"allow_same_task": True, "allow_same_group": True}, {"far", "peer", "sib"}),
+    (ALLOW_ALL, {"far", "peer", "sib", "self"}),
+    ({"allow_same_trajectory": True, "allow_same_group": True}, {"far"}),  # the task guard still holds
+    ({"allow_same_task": True, "allow_same_trajectory": True}, {"far", "peer", "self"}),
+]
+
+
+@pytest.mark.parametrize("kind", ["exemplar", "skill"])
+def test_memory_never_shows_the_trajectory_its_group_or_its_task_unless_allowed(api: TestClient, kind: str) -> None:
+    for leakage, expected in LATTICE:
+        teacher = memory_for(api, kind, leakage)
+        assert visible(api, kind, teacher) == expected, (kind, leakage)
+        guards = teacher["leakage"]
+        assert guards["excluded_tasks"] == (0 if leakage.get("allow_same_task") else 1)
+        own = 0 if leakage.get("allow_same_trajectory") else 1
+        assert guards["excluded_trajectories"] == own + (0 if leakage.get("allow_same_group") else 1)
+        assert guards["dropped_items"] == 0  # the retrieval filters did it; nothing left for the defensive check
+    everything = memory_for(api, kind, ALLOW_ALL)
+    if kind == "exemplar":  # self's own exemplar is there, its action (this step's) withheld
+        assert "boil water" not in everything["privileged"]
+        assert "Action taken: [action withheld]" in everything["privileged"]
+        assert everything["leakage"]["redacted_actions"] >= 1
+        for source in ("peer", "sib", "far"):
+            assert SOURCES[source][2] in everything["privileged"]
+
+
+def test_the_defensive_check_drops_what_a_retrieval_lets_through(
+    api: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    retrieval = api.app.state.services.retrieval  # type: ignore[attr-defined]
+    original = retrieval.retrieve_many
+
+    def unguarded(principal: Any, ns: str, reqs: list[Any], **kw: Any) -> Any:
+        open_reqs = [
+            r.model_copy(
+                update={"filters": r.filters.model_copy(update={"exclude_tasks": [], "exclude_trajectory_ids": []})}
+            )
+            for r in reqs
+        ]
+        return original(principal, ns, open_reqs, **kw)
+
+    monkeypatch.setattr(retrieval, "retrieve_many", unguarded)
+    teacher = memory_for(api, "skill", {})
+    assert visible(api, "skill", teacher) == {"far"}
+    assert teacher["leakage"]["dropped_items"] == 3  # self's, sib's and peer's skills, dropped after retrieval
+    teacher = memory_for(api, "skill", {"allow_same_task": True})
+    assert visible(api, "skill", teacher) == {"far", "peer"} and teacher["leakage"]["dropped_items"] == 2
+
+
+def test_an_inline_rollout_group_is_guarded_like_a_stored_one(api: TestClient) -> None:
+    inline = {"task": TEA, "group_id": "g", "steps": [step(KITCHEN, "stir")]}  # not stored; a sibling of sib and self
+    for kind in ("exemplar", "skill"):
+        assert visible(api, kind, memory_for(api, kind, {}, inline)) == {"far"}
+        assert visible(api, kind, memory_for(api, kind, {"allow_same_task": True}, inline)) == {"far", "peer"}
+        teacher = memory_for(api, kind, {"allow_same_task": True, "allow_same_group": True}, inline)
+        assert visible(api, kind, teacher) == {"far", "peer", "sib", "self"}
+        fresh = {"task": TEA, "group_id": "z", "steps": [step(KITCHEN, "stir")]}
+        assert visible(api, kind, memory_for(api, kind, {"allow_same_task": True}, fresh)) == set(SOURCES)
+
+
+def test_task_scoped_kinds_keep_the_trajectory_and_group_guards(api: TestClient) -> None:
+    def teachers(trajectory: dict[str, Any], leakage: dict[str, bool]) -> dict[str, Any]:
+        body = {
+            "trajectories": [trajectory],
+            "steps": [0],
+            "teachers": [{"kind": "evidence_card"}, {"kind": "attempt_summary", "k": 5}],
+            "leakage": leakage,
+        }
+        r = api.post(URL, json=body)
+        assert r.status_code == 200, r.text
+        return r.json()["trajectories"][0]["steps"][0]["teachers"]  # type: ignore[no-any-return]
+
+    own = teachers({"id": "self"}, {})
+    card, summary = own["evidence_card"], own["attempt_summary"]
+    assert card["applicable"] is False and card["leakage"]["task_scoped"] is True
+    assert card["reason"] == "the task's evidence card draws on its rollout group and this trajectory (leakage guard)"
+    assert summary["applicable"] and summary["item_ids"] == ["peer"]  # sib is self's group; far another task
+    assert summary["leakage"]["task_scoped"] is True and summary["leakage"]["allow_same_task"] is False
+
+    opened = teachers({"id": "self"}, {"allow_same_group": True, "allow_same_trajectory": True})
+    assert opened["evidence_card"]["applicable"] is True
+    assert opened["attempt_summary"]["item_ids"] == ["sib", "peer"]  # newest first, stored before self
+
+    # a rollout of a new group: the card is about its task by design, no task guard
+    fresh = teachers({"task": TEA, "group_id": "z", "steps": [step(KITCHEN, "stir")]}, {})
+    assert fresh["evidence_card"]["applicable"] is True
+    assert "light stove" in fresh["evidence_card"]["privileged"]
+    assert fresh["attempt_summary"]["item_ids"] == ["self", "sib", "peer"]
+
+
+# -- the own-action guard, through the API --------------------------------------------
+
+
+def shows(action: Any, text: str) -> bool:
+    """An independent check: the action's words in order as whole words, any case
+    and spacing; a tool call as its JSON with every space removed."""
+    if not isinstance(action, str):
+        squeezed = re.sub(r"\s+", "", text).lower()
+        forms = {json.dumps(action, sort_keys=s, separators=(",", ":"), ensure_ascii=a) for s in (0, 1) for a in (0, 1)}
+        return any(f.lower() in squeezed for f in forms)
+    words = action.split()
+    if len(" ".join(words)) < 2:
+        return False
+    body = r"\s+".join(re.escape(w) for w in words)
+    start = r"(?<!\w)" if re.match(r"\w", words[0][0]) else ""
+    end = r"(?!\w)" if re.match(r"\w", words[-1][-1]) else ""
+    return re.search(start + body + end, text, re.IGNORECASE) is not None
+
+
+ALL_TEACHERS = [
+    {"kind": "memory", "k": 20},
+    {"kind": "memory", "kinds": ["exemplar", "evidence_card"], "name": "memory_cards", "k": 20},
+    {"kind": "hindsight", "horizon": 1},
+    {"kind": "hindsight", "horizon": 3},
+    {"kind": "evidence_card"},
+    {"kind": "reflection"},
+    {"kind": "attempt_summary", "k": 5},
+]
+
+
+def own_action_episode(action: Any, task: str = TEA) -> dict[str, Any]:
+    """The action at steps 0 and 2 (so hindsight of step 0 shows it), flagged as the
+    failure's cause at step 2 (so the reflection shows it)."""
+    return {
+        "task": task,
+        "group_id": "inline",
+        "steps": [
+            step(KITCHEN, action, result="nothing yet"),
+            step("The kettle is on.", "wait", result="it hums", internal_state=f"then {json.dumps(action)}"),
+            step(KITCHEN, action, result="it spills", caused_failure=True),
+        ],
+        "outcome": {"success": False, "failure_reason": f"doing {json.dumps(action)} twice"},
+    }
+
+
+@pytest.mark.parametrize(
+    "action", ["boil water", "Light Stove", "press [enter]", "é-clair", {"name": "heat", "args": {"to": 100}}]
+)
+def test_the_step_s_own_action_never_appears_in_a_teacher_block(api: TestClient, action: Any) -> None:
+    # the action is everywhere: in stored attempts of the task (exemplars, the card, attempt summaries)
+    for i in range(3):
+        steps = [step(KITCHEN + f" ({i})", action, result="steam"), step("The tea is ready.", "serve")]
+        post_trajectory(api, "leak", f"other{i}", task=TEA, group_id="k", steps=steps, success=i != 1)
+    drain(api)
+    body = {"trajectories": [own_action_episode(action)], "teachers": ALL_TEACHERS, "leakage": ALLOW_ALL}
+    r = api.post(URL, json=body)
+    assert r.status_code == 200, r.text
+    seen_redaction = 0
+    for s in r.json()["trajectories"][0]["steps"]:
+        own = body["trajectories"][0]["steps"][s["index"]]["action"]  # type: ignore[index]
+        for name, teacher in s["teachers"].items():
+            if own == action:
+                assert not shows(action, teacher["privileged"]), (name, teacher["privileged"])
+            seen_redaction += teacher["leakage"]["redacted_actions"]
+    assert seen_redaction >= 3  # hindsight, reflection and the stored material all carried it
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(action=st.text(alphabet=st.sampled_from("abXY -.[]é1"), min_size=2, max_size=10).filter(lambda a: a.strip()))
+def test_random_actions_never_appear_in_hindsight_or_reflection(app: TestClient, action: str) -> None:
+    body = {
+        "trajectories": [own_action_episode(action)],
+        "teachers": [{"kind": "hindsight", "horizon": 2}, {"kind": "reflection"}],
+    }
+    r = app.post(URL, json=body)
+    assert r.status_code == 200, r.text
+    for s in r.json()["trajectories"][0]["steps"]:
+        if s["index"] in (0, 2):
+            for teacher in s["teachers"].values():
+                assert not shows(action, teacher["privileged"]), (action, teacher["privileged"])

@@ -96,6 +96,12 @@ class ContextsRequest(RequestModel):
         le=1_000_000,
         description="the history shown (earlier steps' turns) never exceeds this; the oldest steps go first",
     )
+    include: list[Literal["text", "messages"]] = Field(
+        default_factory=lambda: ["text", "messages"],
+        min_length=1,
+        description="which renderings to return (the other is null): each repeats the history, so a trainer "
+        "that feeds chat messages halves the response by asking for messages alone",
+    )
     steps: list[Annotated[int, Field(ge=0)]] | None = Field(
         None,
         min_length=1,
@@ -110,8 +116,8 @@ class ChatMessage(ResponseModel):
 
 
 class PlainContext(ResponseModel):
-    text: str
-    messages: list[ChatMessage]
+    text: str | None = Field(description="null when `include` leaves it out")
+    messages: list[ChatMessage] | None = Field(description="null when `include` leaves it out")
     omitted_steps: int = Field(0, description="earlier steps dropped by history_max_chars")
     tokens: int | None = Field(None, description="tokens of `text` (with a tokenizer configured)")
 
@@ -133,8 +139,8 @@ class LeakageRead(ResponseModel):
 
 
 class TeacherContext(ResponseModel):
-    text: str
-    messages: list[ChatMessage]
+    text: str | None = Field(description="null when `include` leaves it out")
+    messages: list[ChatMessage] | None = Field(description="null when `include` leaves it out")
     item_ids: list[str] = Field(description="what the block was built from: reflection ids, step:N, outcome, …")
     chars: int = Field(description="length of the privileged block")
     item_chars: dict[str, int] = Field(default_factory=dict, description="characters of the block per item used")

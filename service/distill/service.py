@@ -181,6 +181,7 @@ class DistillService:
                 }
                 steps.append(StepContexts(index=episode.steps[position].index, plain=plain, teachers=teachers))
             out.append(TrajectoryContexts(id=episode.id, steps=steps))
+        _keep_only(out, set(body.include))
         return ContextsResponse(
             snapshot=loaded.snapshot.id if loaded.snapshot else None, template_version=template.id, trajectories=out
         )
@@ -538,3 +539,15 @@ class DistillService:
 
 def _chat(messages: Sequence[render.Message]) -> list[ChatMessage]:
     return [ChatMessage(role=m["role"], content=m["content"]) for m in messages]  # type: ignore[arg-type]
+
+
+def _keep_only(trajectories: list[TrajectoryContexts], include: set[str]) -> None:
+    """Null the renderings the request did not ask for (built anyway: the teacher
+    contexts are derived from the plain ones)."""
+    for trajectory in trajectories:
+        for step in trajectory.steps:
+            for context in (step.plain, *step.teachers.values()):
+                if "text" not in include:
+                    context.text = None
+                if "messages" not in include:
+                    context.messages = None

@@ -457,3 +457,19 @@ def test_trainers_distil_agents_may_not(api: TestClient) -> None:
     create_namespace(api, "elsewhere")
     assert api.post(URL, json=body, headers=key("trainer", ["elsewhere"])).status_code == 404
     assert api.post(URL, json=body, headers={"Authorization": "Bearer nope"}).status_code == 401
+
+
+def test_include_returns_only_the_renderings_asked_for(api: TestClient) -> None:
+    both = contexts(api, trajectories=[{"id": "a1"}], teachers=ALL_KINDS)
+    for include, kept, dropped in ((["messages"], "messages", "text"), (["text"], "text", "messages")):
+        one = contexts(api, trajectories=[{"id": "a1"}], teachers=ALL_KINDS, include=include)
+        for s_both, s_one in zip(both["trajectories"][0]["steps"], one["trajectories"][0]["steps"], strict=True):
+            for name, full in [("plain", s_both["plain"]), *s_both["teachers"].items()]:
+                part = s_one["plain"] if name == "plain" else s_one["teachers"][name]
+                assert part[dropped] is None
+                assert part[kept] == full[kept]
+                assert {k: v for k, v in part.items() if k not in ("text", "messages")} == {
+                    k: v for k, v in full.items() if k not in ("text", "messages")
+                }
+    r = api.post(URL, json={"trajectories": [{"id": "a1"}], "include": []})
+    assert r.status_code == 422 and r.json()["error"]["field"] == "include"

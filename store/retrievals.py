@@ -41,6 +41,61 @@ class CandidateFilters:
     exclude_trajectory_ids: Sequence[str] = ()
     as_of: datetime | None = None
 
+    @property
+    def cites(self) -> bool:
+        """Whether any filter looks at the citing trajectories."""
+        return bool(self.agent or self.policy_version or self.exclude_task_hashes or self.exclude_trajectory_ids)
+
+    def without_citations(self) -> CandidateFilters:
+        return CandidateFilters(self.kinds, self.statuses, self.environment, as_of=self.as_of)
+
+    def admits(self, citations: Sequence[Citation]) -> bool:
+        """The citation filters of `list_candidates`, on a candidate's citations
+        (for rows fetched once for many requests)."""
+        if self.agent is not None and not any(c.agent == self.agent for c in citations):
+            return False
+        if self.policy_version is not None and not any(c.policy_version == self.policy_version for c in citations):
+            return False
+        if self.exclude_task_hashes and any(c.task_hash in self.exclude_task_hashes for c in citations):
+            return False
+        return not (
+            self.exclude_trajectory_ids and any(c.trajectory_id in self.exclude_trajectory_ids for c in citations)
+        )
+
+
+@dataclass(frozen=True)
+class Citation:
+    """A trajectory a reflection's evidence comes from, as the filters see it."""
+
+    trajectory_id: str
+    task_hash: str
+    agent: str | None
+    policy_version: str | None
+
+
+def list_citations(
+    session: Session, namespace: str, pks: Sequence[int], snapshot_pk: int | None = None
+) -> dict[int, list[Citation]]:
+    """pk -> the trajectories its evidence cites (live, or in a snapshot)."""
+    out: dict[int, list[Citation]] = {pk: [] for pk in pks}
+    if not pks:
+        return out
+    if snapshot_pk is None:
+        e, t = ReflectionEvidence, Trajectory
+        stmt = (
+            select(e.reflection_pk, t.id, t.task_hash, t.agent, t.policy_version)
+            .join(t, t.pk == e.trajectory_pk)
+            .where(e.reflection_pk.in_(list(pks)), t.namespace == namespace)
+        )
+    else:
+        p = SnapshotEvidence
+        stmt = select(p.reflection_pk, p.trajectory_id, p.task_hash, p.agent, p.policy_version).where(
+            p.snapshot_pk == snapshot_pk, p.reflection_pk.in_(list(pks))
+        )
+    for pk, *fields in session.execute(stmt):
+        out[pk].append(Citation(*fields))
+    return out
+
 
 def _cited_by(*conditions: Any) -> Any:
     """EXISTS: the reflection has evidence from a trajectory matching the conditions."""

@@ -67,6 +67,19 @@ class _View:
 
 
 @dataclass
+class _Prefetched:
+    rows: dict[repo.CandidateFilters, dict[int, repo.CandidateRow]]  # by row filters, then pk
+    citations: dict[int, list[repo.Citation]]
+
+    def rows_for(self, filters: repo.CandidateFilters, pks: set[int]) -> list[repo.CandidateRow]:
+        mine = self.rows[filters.without_citations()]
+        rows = [mine[pk] for pk in sorted(pks) if pk in mine]
+        if filters.cites:
+            rows = [r for r in rows if filters.admits(self.citations.get(r.pk, []))]
+        return rows
+
+
+@dataclass
 class _Candidate:
     row: repo.CandidateRow
     state_sim: float
@@ -142,8 +155,9 @@ class RetrievalService:
         first_hits = self.search.first_hits(
             ns, reqs, queries, lexical=view.settings.ranking.lexical_weight > 0, pinned=view.pinned
         )
+        prefetched = self._prefetch(ns, reqs, first_hits, view) if len(reqs) > 1 else None
         chosen = [
-            self._choose(self._candidates(ns, req, view, query, baseline, hits), req)
+            self._choose(self._candidates(ns, req, view, query, baseline, hits, prefetched), req)
             for req, query, hits in zip(reqs, queries, first_hits, strict=True)
         ]
 
@@ -227,6 +241,42 @@ class RetrievalService:
         self.registry.sync(ns, force=True)
         return waited
 
+    @staticmethod
+    def _filters(req: RetrieveRequest) -> repo.CandidateFilters:
+        f = req.filters
+        return repo.CandidateFilters(
+            kinds=tuple(req.kinds),
+            statuses=tuple(f.status),
+            environment=req.environment,
+            agent=f.agent,
+            policy_version=f.policy_version,
+            exclude_task_hashes=tuple(task_hash(t) for t in f.exclude_tasks),
+            exclude_trajectory_ids=tuple(f.exclude_trajectory_ids),
+            as_of=f.as_of,
+        )
+
+    def _prefetch(self, ns: str, reqs: list[RetrieveRequest], hits: list[Hits], view: _View) -> _Prefetched:
+        """The first candidate rows of many requests in one query per distinct set of
+        row filters, and their citations in one more: a batch of 1,280 states (a
+        trainer's contexts) made 1,280 candidate queries before. Each request then
+        keeps its own rows and applies its citation filters to them in Python
+        (`CandidateFilters.admits`, the same rule as the SQL)."""
+        snapshot_pk = view.snapshot.pk if view.snapshot is not None else None
+        wanted: dict[repo.CandidateFilters, set[int]] = {}
+        cited: set[int] = set()
+        for req, (pks, _) in zip(reqs, hits, strict=True):
+            filters = self._filters(req)
+            wanted.setdefault(filters.without_citations(), set()).update(pks)
+            if filters.cites:
+                cited.update(pks)
+        rows: dict[repo.CandidateFilters, dict[int, repo.CandidateRow]] = {}
+        with self.db.read() as session:
+            for base, pks in wanted.items():
+                found = repo.list_candidates(session, ns, sorted(pks), base, self.embedder.name, snapshot_pk)
+                rows[base] = {r.pk: r for r in found}
+            citations = repo.list_citations(session, ns, sorted(cited), snapshot_pk) if cited else {}
+        return _Prefetched(rows, citations)
+
     def _candidates(
         self,
         ns: str,
@@ -235,20 +285,11 @@ class RetrievalService:
         query: Query,
         baseline: float,
         first_hits: Hits,
+        prefetched: _Prefetched | None = None,
     ) -> list[_Candidate]:
         settings = view.settings
         snapshot_pk = view.snapshot.pk if view.snapshot is not None else None
-        f = req.filters
-        filters = repo.CandidateFilters(
-            kinds=req.kinds,
-            statuses=f.status,
-            environment=req.environment,
-            agent=f.agent,
-            policy_version=f.policy_version,
-            exclude_task_hashes=[task_hash(t) for t in f.exclude_tasks],
-            exclude_trajectory_ids=f.exclude_trajectory_ids,
-            as_of=f.as_of,
-        )
+        filters = self._filters(req)
         want = self.search.wanted(req)
         fetch = self.search.fetch_size(req)
         weight = settings.ranking.internal_weight
@@ -264,8 +305,12 @@ class RetrievalService:
         now = view.now
         pks, exhausted = first_hits
         while True:
-            with self.db.read() as session:
-                rows = repo.list_candidates(session, ns, sorted(pks), filters, self.embedder.name, snapshot_pk)
+            if prefetched is not None:  # the first round, fetched with the other requests'
+                rows = prefetched.rows_for(filters, pks)
+                prefetched = None
+            else:
+                with self.db.read() as session:
+                    rows = repo.list_candidates(session, ns, sorted(pks), filters, self.embedder.name, snapshot_pk)
             rows = [r for r in rows if "state" in r.vectors and query.for_kind(r.kind) is not None]
             lexical = self._lexical(rows, words) if lexical_weight else [None] * len(rows)
             out = []

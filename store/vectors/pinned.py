@@ -36,10 +36,16 @@ class PinnedIndex:
         k = max(0, min(k, n))
         scores = np.full((len(queries), k), -np.inf, dtype=np.float32)
         ids = np.full((len(queries), k), -1, dtype=np.int64)
+        if k == 0:
+            return scores, ids
         for i, q in enumerate(np.asarray(queries, dtype=np.float32)):
             s = self.matrix @ q
-            # Descending score, then ascending pk (the rows are in pk order): stable.
-            order = np.argsort(-s, kind="stable")[:k]
+            # The k best, descending score then ascending pk (rows are in pk order):
+            # everything tied with the k-th is kept before the cut, so the order
+            # never depends on how the partition broke ties.
+            kth = np.partition(s, n - k)[n - k]
+            best = np.flatnonzero(s >= kth)
+            order = best[np.lexsort((best, -s[best]))][:k]
             scores[i, : len(order)] = s[order]
             ids[i, : len(order)] = self.pks[order]
         return scores, ids
@@ -47,46 +53,58 @@ class PinnedIndex:
 
 class PinnedLexicon:
     """Best lexical matches among a fixed set of texts: BM25 over the same tokens the
-    SQL lexical index uses (no stop words, numbers kept)."""
+    SQL lexical index uses (no stop words, numbers kept). Each posting's BM25 term
+    weight is fixed with the texts, so a query costs one vectorised add per word."""
 
     K1 = 1.2
     B = 0.75
 
     def __init__(self, docs: Iterable[tuple[int, str, str]]) -> None:
-        self.postings: dict[str, dict[str, list[tuple[int, int]]]] = defaultdict(lambda: defaultdict(list))
-        self.lengths: dict[int, int] = {}
-        self.kind_of: dict[int, str] = {}
+        pks: list[int] = []
+        kinds: list[str] = []
+        counted: list[dict[str, int]] = []
         for pk, kind, text in docs:
-            words = tokens(text)
-            self.lengths[pk] = len(words)
-            self.kind_of[pk] = kind
             counts: dict[str, int] = defaultdict(int)
-            for w in words:
+            for w in tokens(text):
                 counts[w] += 1
-            for w, c in counts.items():
-                self.postings[kind][w].append((pk, c))
+            pks.append(pk)
+            kinds.append(kind)
+            counted.append(counts)
+        self.pks = np.asarray(pks, dtype=np.int64)
+        lengths = np.asarray([sum(c.values()) for c in counted], dtype=np.float64)
+        mean = float(lengths.mean()) if len(lengths) else 0.0
+        norm = self.K1 * (1 - self.B + self.B * lengths / (mean or 1.0))
+        grouped: dict[tuple[str, str], tuple[list[int], list[float]]] = {}
         self.docs_per_kind: dict[str, int] = defaultdict(int)
-        for kind in self.kind_of.values():
+        for position, (kind, counts) in enumerate(zip(kinds, counted, strict=True)):
             self.docs_per_kind[kind] += 1
-        self.mean_length = (sum(self.lengths.values()) / len(self.lengths)) if self.lengths else 0.0
+            for w, tf in counts.items():
+                at, weights = grouped.setdefault((kind, w), ([], []))
+                at.append(position)
+                weights.append(tf * (self.K1 + 1) / (tf + norm[position]))
+        self.postings = {
+            key: (np.asarray(at, dtype=np.int64), np.asarray(weights, dtype=np.float64))
+            for key, (at, weights) in grouped.items()
+        }
 
     def matches(self, kinds: Sequence[str], query: str, limit: int) -> list[tuple[int, float]]:
         words = list(dict.fromkeys(t for t in tokens(query) if len(t) <= MAX_TOKEN_CHARS))[:MAX_QUERY_TOKENS]
-        scores: dict[int, float] = defaultdict(float)
         n = sum(self.docs_per_kind.get(k, 0) for k in kinds)
-        for kind in kinds:
-            index = self.postings.get(kind, {})
-            for w in words:
-                posting = index.get(w)
-                if not posting:
-                    continue
-                df = sum(len(self.postings.get(k, {}).get(w, ())) for k in kinds)
-                idf = math.log(1 + (n - df + 0.5) / (df + 0.5))
-                for pk, tf in posting:
-                    norm = self.K1 * (1 - self.B + self.B * self.lengths[pk] / (self.mean_length or 1))
-                    scores[pk] += idf * tf * (self.K1 + 1) / (tf + norm)
-        ranked = sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))
-        return ranked[:limit]
+        scores = np.zeros(len(self.pks), dtype=np.float64)
+        hit = np.zeros(len(self.pks), dtype=bool)
+        for w in words:
+            postings = [p for k in kinds if (p := self.postings.get((k, w))) is not None]
+            if not postings:
+                continue
+            df = sum(len(at) for at, _ in postings)
+            idf = math.log(1 + (n - df + 0.5) / (df + 0.5))
+            for at, weights in postings:
+                scores[at] += idf * weights
+                hit[at] = True
+        found = np.flatnonzero(hit)
+        # Descending score, then ascending pk: the same order every time.
+        order = found[np.lexsort((self.pks[found], -scores[found]))][:limit]
+        return [(int(self.pks[i]), float(scores[i])) for i in order]
 
 
 class PinnedMemory:

@@ -26,6 +26,12 @@ REQUESTS: list[dict[str, Any]] = [
     {"state": {"observation": ROOMS[2]}, "k": 5, "filters": {"exclude_tasks": ["chores"]}},
     {"state": {"observation": ROOMS[3]}, "k": 2, "kinds": ["exemplar"], "internal_state": "find the trunk"},
     {"state": {"observation": ROOMS[0]}, "k": 4, "mmr_lambda": 0.5, "render": {"format": "text", "max_chars": 500}},
+    # the citation filters, applied in Python to rows a batch fetches once
+    {"state": {"observation": ROOMS[1]}, "k": 5, "filters": {"agent": "bot"}},
+    {"state": {"observation": ROOMS[1]}, "k": 5, "filters": {"policy_version": "p2"}},
+    {"state": {"observation": ROOMS[0]}, "k": 5, "filters": {"exclude_trajectory_ids": ["t1"]}},
+    {"state": {"observation": ROOMS[0]}, "k": 5, "filters": {"exclude_tasks": ["errands"], "agent": "bot"}},
+    {"state": {"observation": ROOMS[2]}, "k": 5, "filters": {"status": ["active", "candidate"]}},
 ]
 
 
@@ -35,8 +41,10 @@ def api(client: TestClient) -> TestClient:
     steps = [
         step(room, f"look {i}", internal_state="find the trunk" if i == 3 else None) for i, room in enumerate(ROOMS)
     ]
-    post_trajectory(client, "b", "t1", task="chores", environment="house", steps=steps, success=True)
-    post_trajectory(client, "b", "t2", task="errands", environment="yard", steps=steps[:2], success=False)
+    post_trajectory(client, "b", "t1", task="chores", environment="house", agent="bot", steps=steps, success=True)
+    post_trajectory(
+        client, "b", "t2", task="errands", environment="yard", policy_version="p2", steps=steps[:2], success=False
+    )
     drain(client)
     return client
 
@@ -66,6 +74,8 @@ def test_each_state_gets_the_answer_a_single_retrieve_gives_it(api: TestClient) 
     ids = [x["retrieval_id"] for x in results]
     assert len(set(ids)) == len(ids) and not set(ids) & {x["retrieval_id"] for x in singles}
     assert results[2]["items"] == [] or all(i["environment"] != "house" for i in results[2]["items"])
+    assert results[5]["items"] and results[6]["items"]  # the filters kept something, and
+    assert {i["id"] for i in results[5]["items"]} != {i["id"] for i in results[6]["items"]}  # not the same
     # Every retrieval id was logged: each can be credited on its own.
     for rid in ids:
         out = api.post(f"{NS}/retrievals/{rid}/outcome", json={"success": True})

@@ -412,12 +412,13 @@ async def test_async_retrieve_batch(live_server: Any, namespace: str) -> None:
 
 def test_every_client_route_exists_in_the_servers_openapi(live_server: Any) -> None:
     """The client's routes are written by hand; the server's OpenAPI is the contract."""
-    examples = {
+    examples: dict[str, tuple[Any, ...]] = {
         "healthz": (),
         "readyz": (),
         "create_key": ("agent", ["nsx"], None),
         "create_namespace": ("nsx", None),
         "list_namespaces": (None,),
+        "get_namespace": ("nsx",),
         "create_trajectory": ("nsx", {"id": "idx", "task": "t"}),
         "create_trajectories": ("nsx", [{"task": "t"}]),
         "get_trajectory": ("nsx", "idx"),
@@ -428,6 +429,30 @@ def test_every_client_route_exists_in_the_servers_openapi(live_server: Any) -> N
         "retrieve": ("nsx", {"state": {"observation": "o"}}),
         "retrieve_batch": ("nsx", [{"state": {"observation": "o"}}]),
         "report_retrieval_outcome": ("nsx", "ridx", {}),
+        "create_snapshot": ("nsx", "idx", None),
+        "list_snapshots": ("nsx", 10, "c"),
+        "get_snapshot": ("nsx", "idx"),
+        "delete_snapshot": ("nsx", "idx"),
+        "freeze": ("nsx",),
+        "thaw": ("nsx",),
+        "get_freeze": ("nsx",),
+        "list_tasks": ("nsx",),
+        "distill_contexts": ("nsx", ["a1"], ["memory"]),
+    }
+    keywords: dict[str, dict[str, Any]] = {
+        "list_tasks": {
+            "group_by": "task",
+            "sort": "attempts",
+            "order": "asc",
+            "environment": "e",
+            "agent": "a",
+            "policy_version": "p",
+            "min_attempts": 1,
+            "snapshot": "s",
+            "limit": 10,
+            "cursor": "c",
+        },
+        "distill_contexts": dict.fromkeys(("snapshot", "leakage", "template", "history_max_chars", "include", "steps")),
     }
     builders = {
         name
@@ -438,12 +463,18 @@ def test_every_client_route_exists_in_the_servers_openapi(live_server: Any) -> N
 
     openapi = httpx.get(f"{live_server.url}/openapi.json").json()
     paths = openapi["paths"]
+    placeholders = {"nsx": "{ns}", "idx": "{id}", "ridx": "{retrieval_id}"}
     for name, args in examples.items():
-        op = getattr(operations, name)(*args)
-        template = op.path.replace("/nsx/", "/{ns}/").replace("/idx", "/{id}").replace("/ridx", "/{retrieval_id}")
-        assert op.method.lower() in paths.get(template, {}), f"{name}: {op.method} {template}"
+        op = getattr(operations, name)(*args, **keywords.get(name, {}))
+        template = "/".join(placeholders.get(part, part) for part in op.path.split("/"))
+        route = paths.get(template, {})
+        assert op.method.lower() in route, f"{name}: {op.method} {template}"
+        # Every query parameter the client sends is one the server reads.
+        known = {parameter["name"] for parameter in route[op.method.lower()].get("parameters", [])}
+        assert set(op.params or {}) <= known, (name, set(op.params or {}) - known)
 
-    # The retrieval bodies name the server's fields, and the outcome route reads wait_ms.
+    # The bodies the client sends name exactly the server's fields, and what it reads
+    # names exactly what the server answers (a field the server adds must be mirrored).
     schemas = openapi["components"]["schemas"]
     mirrored = {
         "RetrieveRequest": models.RetrieveRequest,
@@ -451,9 +482,35 @@ def test_every_client_route_exists_in_the_servers_openapi(live_server: Any) -> N
         "RenderOptions": models.RenderOptions,
         "RetrievalOutcomeCreate": models.RetrievalOutcomeReport,
         "RetrieveBatchRequest": models.RetrieveBatchRequest,
+        "TrajectoryCreate": models.TrajectoryCreate,
+        "NamespaceSettings": models.NamespaceSettings,
+        "SnapshotCreate": models.SnapshotCreate,
+        "ContextsRequest": models.ContextsRequest,
+        "ContextTrajectory": models.ContextTrajectory,
+        "TeacherSpec": models.TeacherSpec,
+        "LeakageOptions": models.LeakageOptions,
+        # answers
+        "TrajectoryRead": models.Trajectory,
+        "RetrieveResponse": models.RetrieveResult,
+        "NamespaceRead": models.Namespace,
+        "NamespaceSettingsRead": models.NamespaceSettingsRead,
+        "SnapshotRead": models.Snapshot,
+        "FreezeRead": models.FreezeState,
+        "TaskStatsRead": models.TaskStats,
+        "TaskStatsPage": models.TaskStatsPage,
+        "ContextsResponse": models.ContextsResult,
+        "TrajectoryContexts": models.TrajectoryContexts,
+        "StepContexts": models.StepContexts,
+        "PlainContext": models.PlainContext,
+        "TeacherContext": models.TeacherContext,
+        "LeakageRead": models.LeakageApplied,
+        "ChatMessage": models.ChatMessage,
     }
     for server_name, model in mirrored.items():
         assert set(model.model_fields) == set(schemas[server_name]["properties"]), server_name
+    # A snapshot read has no retrieval to credit: the server may answer null.
+    retrieval_id = schemas["RetrieveResponse"]["properties"]["retrieval_id"]
+    assert {"type": "null"} in retrieval_id.get("anyOf", []), retrieval_id
     close = paths["/v1/namespaces/{ns}/trajectories/{id}/outcome"]["post"]
     assert "wait_ms" in {parameter["name"] for parameter in close.get("parameters", [])}
 

@@ -22,8 +22,13 @@ from reflexa._retry import RetryMode
 from reflexa.errors import InvalidInput, InvalidResponse
 from reflexa.models import (
     BatchResult,
+    ContextsRequest,
+    ContextsResult,
+    ContextTrajectory,
+    FreezeState,
     KeyCreate,
     KeyCreated,
+    LeakageOptions,
     Namespace,
     NamespaceCreate,
     NamespaceSettings,
@@ -37,9 +42,16 @@ from reflexa.models import (
     RetrieveFilters,
     RetrieveRequest,
     RetrieveResult,
+    Snapshot,
+    SnapshotCreate,
+    SortOrder,
     Step,
     StepsAppend,
     StepsAppended,
+    TaskGroupBy,
+    TaskSort,
+    TaskStatsPage,
+    TeacherSpec,
     Trajectory,
     TrajectoryBatchCreate,
     TrajectoryCreate,
@@ -58,6 +70,10 @@ OutcomeInput = Outcome | Mapping[str, Any]
 FiltersInput = RetrieveFilters | Mapping[str, Any]
 #: A format name (``"markdown"``, ``"text"``, ``"json"``), or the full options.
 RenderInput = str | RenderOptions | Mapping[str, Any]
+#: A stored trajectory's id, ``{"id": …}``, or an inline trajectory (a model or its fields).
+ContextTrajectoryInput = str | ContextTrajectory | TrajectoryCreate | Mapping[str, Any]
+#: A teacher kind (``"memory"``, ``"hindsight"``, …), or the full spec.
+TeacherInput = str | TeacherSpec | Mapping[str, Any]
 
 
 @dataclass(frozen=True)
@@ -79,7 +95,7 @@ class Operation(Generic[T]):
     def parse(self, response: httpx.Response) -> T:
         """The answer as a ``T``; a 2xx we cannot read means we are not talking to Reflexa."""
         try:
-            return self.read(response.json())
+            return self.read(None if response.status_code == 204 else response.json())
         except (ValueError, ValidationError) as exc:
             raise InvalidResponse(
                 f"{self.method} {self.path}: unreadable {response.status_code} answer ({exc})",
@@ -95,6 +111,10 @@ def _json_object(value: Any) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise ValueError("expected a JSON object")
     return value
+
+
+def _nothing(value: Any) -> None:
+    """The reader of an answer without a body (204)."""
 
 
 def _segment(value: str) -> str:
@@ -147,6 +167,10 @@ def create_namespace(name: str, settings: NamespaceSettings | Mapping[str, Any] 
 def list_namespaces(cursor: str | None) -> Operation[Page[Namespace]]:
     params = {"cursor": cursor} if cursor else None
     return Operation("GET", "/v1/namespaces", _reader(Page[Namespace]), params=params)
+
+
+def get_namespace(namespace: str) -> Operation[Namespace]:
+    return Operation("GET", f"/v1/namespaces/{_segment(namespace)}", _reader(Namespace))
 
 
 # --- trajectories ---------------------------------------------------------------------------
@@ -233,6 +257,7 @@ def retrieve_request(
     filters: FiltersInput | None,
     render: RenderInput | None,
     trajectory_id: str | None,
+    snapshot: str | None,
     consistency_token: str | None,
     wait_timeout_ms: int,
 ) -> RetrieveRequest:
@@ -254,17 +279,37 @@ def retrieve_request(
             "filters": filters,
             "render": render,
             "trajectory_id": trajectory_id,
+            "snapshot": snapshot,
             "consistency_token": consistency_token,
             "wait_timeout_ms": wait_timeout_ms if consistency_token is not None else None,
         },
     )
 
 
+def names_snapshot(requests: Sequence[RetrieveRequest]) -> bool:
+    """Whether a retrieve (or batch) reads a snapshot: it never changes, so there
+    is nothing to wait for, and no session token may go with it."""
+    return any(r.snapshot is not None for r in requests)
+
+
+def _no_token_under_snapshot(request: RetrieveRequest, field: str = "consistency_token") -> None:
+    if request.snapshot is not None and request.consistency_token is not None:
+        raise InvalidInput(
+            "a snapshot never changes; there is nothing to wait for", field=field, rule="not_with_snapshot"
+        )
+
+
+def _logged(request: RetrieveRequest) -> bool:
+    """Tied to an episode and logged (a snapshot read is not): its repeat would be credited twice."""
+    return request.trajectory_id is not None and request.snapshot is None
+
+
 def retrieve(namespace: str, request: RetrieveRequest | Mapping[str, Any]) -> Operation[RetrieveResult]:
     body = coerce(RetrieveRequest, request)
-    # Each retrieve is logged; one tied to an episode is credited when the episode
+    _no_token_under_snapshot(body)
+    # Each live retrieve is logged; one tied to an episode is credited when the episode
     # closes, so a repeat of one that may have been served would be credited twice.
-    retry: RetryMode = "unsent" if body.trajectory_id is not None else "idempotent"
+    retry: RetryMode = "unsent" if _logged(body) else "idempotent"
     wait = (body.wait_timeout_ms if body.wait_timeout_ms is not None else 5000) if body.consistency_token else 0
     return Operation(
         "POST",
@@ -280,8 +325,10 @@ def retrieve_batch(
     namespace: str, requests: Sequence[RetrieveRequest | Mapping[str, Any]]
 ) -> Operation[RetrieveBatchResult]:
     body = coerce(RetrieveBatchRequest, {"requests": [coerce(RetrieveRequest, r) for r in requests]})
+    for i, request in enumerate(body.requests):
+        _no_token_under_snapshot(request, f"requests[{i}].consistency_token")
     # As for one retrieve: a batch tied to episodes must not be logged twice.
-    tied = any(r.trajectory_id is not None for r in body.requests)
+    tied = any(_logged(r) for r in body.requests)
     waits = [
         (r.wait_timeout_ms if r.wait_timeout_ms is not None else 5000) for r in body.requests if r.consistency_token
     ]
@@ -302,6 +349,159 @@ def report_retrieval_outcome(
     path = f"/v1/namespaces/{_segment(namespace)}/retrievals/{_segment(retrieval_id)}/outcome"
     # An identical repeat is a replay (credited_items 0), so retries are safe.
     return Operation("POST", path, _reader(RetrievalOutcome), body=dump(body))
+
+
+# --- snapshots and freezes ------------------------------------------------------------------
+
+
+def _namespace(namespace: str) -> str:
+    return f"/v1/namespaces/{_segment(namespace)}"
+
+
+def new_snapshot_id() -> str:
+    """A fresh client-side snapshot id (the server's own form): a retried create replays."""
+    return "snap_" + uuid.uuid4().hex
+
+
+def create_snapshot(namespace: str, id: str | None, note: str | None) -> Operation[Snapshot]:
+    body = coerce(SnapshotCreate, {"id": id or new_snapshot_id(), "note": note})
+    # With its id fixed before the first attempt, a repeat is a replay (200), not a second snapshot.
+    return Operation("POST", f"{_namespace(namespace)}/snapshots", _reader(Snapshot), body=dump(body))
+
+
+def list_snapshots(namespace: str, limit: int | None, cursor: str | None) -> Operation[Page[Snapshot]]:
+    params = {name: str(value) for name, value in (("limit", limit), ("cursor", cursor)) if value is not None}
+    return Operation("GET", f"{_namespace(namespace)}/snapshots", _reader(Page[Snapshot]), params=params or None)
+
+
+def get_snapshot(namespace: str, snapshot_id: str) -> Operation[Snapshot]:
+    return Operation("GET", f"{_namespace(namespace)}/snapshots/{_segment(snapshot_id)}", _reader(Snapshot))
+
+
+def delete_snapshot(namespace: str, snapshot_id: str) -> Operation[None]:
+    path = f"{_namespace(namespace)}/snapshots/{_segment(snapshot_id)}"
+    # A repeated delete answers 404, which would hide that the first one worked.
+    return Operation("DELETE", path, _nothing, retry="unsent")
+
+
+def get_freeze(namespace: str) -> Operation[FreezeState]:
+    return Operation("GET", f"{_namespace(namespace)}/freeze", _reader(FreezeState))
+
+
+def freeze(namespace: str) -> Operation[FreezeState]:
+    # Idempotent on the server: freezing a frozen namespace keeps its first frozen_at.
+    return Operation("PUT", f"{_namespace(namespace)}/freeze", _reader(FreezeState))
+
+
+def thaw(namespace: str) -> Operation[FreezeState]:
+    return Operation("DELETE", f"{_namespace(namespace)}/freeze", _reader(FreezeState))
+
+
+# --- curriculum statistics ------------------------------------------------------------------
+
+TASK_GROUP_BYS: tuple[str, ...] = get_args(TaskGroupBy)
+TASK_SORTS: tuple[str, ...] = get_args(TaskSort)
+SORT_ORDERS: tuple[str, ...] = get_args(SortOrder)
+
+
+def _one_of(name: str, value: str, allowed: tuple[str, ...]) -> None:
+    if value not in allowed:
+        raise InvalidInput(f"{name} must be one of {', '.join(allowed)}, not {value!r}", field=name)
+
+
+def _count(name: str, value: int | None, minimum: int) -> None:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < minimum):
+        raise InvalidInput(f"{name} must be an integer >= {minimum}, not {value!r}", field=name)
+
+
+def list_tasks(
+    namespace: str,
+    *,
+    group_by: str,
+    sort: str,
+    order: str,
+    environment: str | None,
+    agent: str | None,
+    policy_version: str | None,
+    min_attempts: int | None,
+    snapshot: str | None,
+    limit: int | None,
+    cursor: str | None,
+) -> Operation[TaskStatsPage]:
+    """GET …/tasks; parameters left at ``None`` are not sent (the server's defaults apply)."""
+    _one_of("group_by", group_by, TASK_GROUP_BYS)
+    _one_of("sort", sort, TASK_SORTS)
+    _one_of("order", order, SORT_ORDERS)
+    _count("min_attempts", min_attempts, 0)
+    _count("limit", limit, 1)
+    given = {
+        "group_by": group_by,
+        "sort": sort,
+        "order": order,
+        "environment": environment,
+        "agent": agent,
+        "policy_version": policy_version,
+        "min_attempts": min_attempts,
+        "snapshot": snapshot,
+        "limit": limit,
+        "cursor": cursor,
+    }
+    params = {name: str(value) for name, value in given.items() if value is not None}
+    return Operation("GET", f"{_namespace(namespace)}/tasks", _reader(TaskStatsPage), params=params)
+
+
+# --- teacher contexts -----------------------------------------------------------------------
+
+
+def _context_trajectory(value: ContextTrajectoryInput, field: str) -> ContextTrajectory:
+    if isinstance(value, str):
+        value = {"id": value}
+    elif isinstance(value, TrajectoryCreate) and not isinstance(value, ContextTrajectory):
+        value = value.model_dump(exclude_unset=True)
+    return coerce(ContextTrajectory, value, field=field)
+
+
+def _teacher(value: TeacherInput, field: str) -> TeacherSpec:
+    return coerce(TeacherSpec, {"kind": value} if isinstance(value, str) else value, field=field)
+
+
+def distill_contexts(
+    namespace: str,
+    trajectories: Sequence[ContextTrajectoryInput],
+    teachers: Sequence[TeacherInput],
+    *,
+    snapshot: str | None,
+    leakage: LeakageOptions | Mapping[str, Any] | None,
+    template: str | None,
+    history_max_chars: int | None,
+    include: Sequence[str] | None,
+    steps: Sequence[int] | None,
+) -> Operation[ContextsResult]:
+    """POST …/distill/contexts. Stored trajectories may be given by id alone (a string);
+    inline ones keep the id they have (none: answered with ``id`` null)."""
+    for name, value in (("trajectories", trajectories), ("teachers", teachers)):
+        if isinstance(value, str | Mapping):
+            raise InvalidInput(f"{name} must be a list, not one {type(value).__name__}", field=name)
+    request = coerce(
+        ContextsRequest,
+        {
+            "snapshot": snapshot,
+            "template": template,
+            "trajectories": [_context_trajectory(t, f"trajectories[{i}]") for i, t in enumerate(trajectories)],
+            "teachers": [_teacher(t, f"teachers[{i}]") for i, t in enumerate(teachers)],
+            "leakage": leakage,
+            "history_max_chars": history_max_chars,
+            "include": [include] if isinstance(include, str) else (list(include) if include is not None else None),
+            "steps": list(steps) if steps is not None else None,
+        },
+    )
+    body = dump(request)
+    # A stored trajectory is named by its id alone (dump would add the defaults, steps=[]).
+    body["trajectories"] = [
+        {"id": t.id} if t.stored else sent for t, sent in zip(request.trajectories, body["trajectories"], strict=True)
+    ]
+    # A read: nothing is logged or credited, so a repeat is harmless (and under a snapshot, identical).
+    return Operation("POST", f"{_namespace(namespace)}/distill/contexts", _reader(ContextsResult), body=body)
 
 
 # --- export ---------------------------------------------------------------------------------

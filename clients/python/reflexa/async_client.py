@@ -19,12 +19,14 @@ import httpx
 from reflexa import _operations as ops
 from reflexa._download import DatasetFile
 from reflexa._operations import (
+    ContextTrajectoryInput,
     ExportDataset,
     ExportFormat,
     FiltersInput,
     OutcomeInput,
     RenderInput,
     StepInput,
+    TeacherInput,
     TrajectoryInput,
 )
 from reflexa._retry import RetryPolicy
@@ -33,8 +35,12 @@ from reflexa.config import DEFAULT_TIMEOUT, ClientConfig
 from reflexa.errors import ConsistencyTimeout, ReflexaError
 from reflexa.models import (
     BatchResult,
+    ContextRendering,
+    ContextsResult,
+    FreezeState,
     KeyCreated,
     Kind,
+    LeakageOptions,
     Namespace,
     NamespaceSettings,
     Page,
@@ -42,7 +48,13 @@ from reflexa.models import (
     RetrieveRequest,
     RetrieveResult,
     Role,
+    Snapshot,
+    SortOrder,
     StepsAppended,
+    TaskGroupBy,
+    TaskSort,
+    TaskStats,
+    TaskStatsPage,
     Trajectory,
     TrajectoryDeleted,
     TrajectoryStatus,
@@ -113,6 +125,9 @@ class AsyncClient:
                 return namespaces
             cursor = page.next_cursor
 
+    async def get_namespace(self, namespace: str | None = None) -> Namespace:
+        return await self._transport.send(ops.get_namespace(self._ns(namespace)))
+
     async def create_trajectory(
         self,
         namespace: str | None = None,
@@ -125,6 +140,8 @@ class AsyncClient:
         agent: str | None = None,
         policy_version: str | None = None,
         group_id: str | None = None,
+        parent_trajectory_id: str | None = None,
+        attempt: int | None = None,
         metadata: Mapping[str, Any] | None = None,
         retrieval_ids: Sequence[str] | None = None,
     ) -> TrajectoryWritten:
@@ -135,6 +152,8 @@ class AsyncClient:
             "agent": agent,
             "policy_version": policy_version,
             "group_id": group_id,
+            "parent_trajectory_id": parent_trajectory_id,
+            "attempt": attempt,
             "metadata": metadata,
             "steps": list(steps or ()),
             "outcome": outcome,
@@ -257,11 +276,14 @@ class AsyncClient:
         filters: FiltersInput | None = None,
         render: RenderInput | None = None,
         trajectory_id: str | None = None,
+        snapshot: str | None = None,
         consistency: Literal["session", "none"] | str = "session",
         wait_timeout_ms: int = 5000,
     ) -> RetrieveResult:
         """See :meth:`reflexa.Client.retrieve`; the session is this client's own writes."""
         ns = self._ns(namespace)
+        if snapshot is not None and consistency == "session":
+            consistency = "none"  # nothing to wait for; the session keeps its writes
         with self._transport.session.waiting(ns, consistency) as token:
             request = ops.retrieve_request(
                 observation,
@@ -276,6 +298,7 @@ class AsyncClient:
                 filters=filters,
                 render=render,
                 trajectory_id=trajectory_id,
+                snapshot=snapshot,
                 consistency_token=token,
                 wait_timeout_ms=wait_timeout_ms,
             )
@@ -295,9 +318,12 @@ class AsyncClient:
         ``filters``, ``render``, ``trajectory_id``, …), and each result is what it
         would answer, with its own ``retrieval_id``, in the order given. The texts
         are encoded as one batch on the server. ``consistency`` as for
-        :meth:`retrieve` (the session's token goes with the first request)."""
+        :meth:`retrieve` (the session's token goes with the first request; none goes
+        with a batch that names a ``snapshot``, which every request of it must name alike)."""
         ns = self._ns(namespace)
-        bodies = [coerce(RetrieveRequest, r) for r in requests]
+        bodies = [coerce(RetrieveRequest, r, field=f"requests[{i}]") for i, r in enumerate(requests)]
+        if ops.names_snapshot(bodies) and consistency == "session":
+            consistency = "none"
         with self._transport.session.waiting(ns, consistency) as token:
             if token is not None and bodies and bodies[0].consistency_token is None:
                 bodies[0] = bodies[0].model_copy(
@@ -325,6 +351,141 @@ class AsyncClient:
             "item_ids": None if item_ids is None else list(item_ids),
         }
         return await self._transport.send(ops.report_retrieval_outcome(self._ns(namespace), retrieval_id, outcome))
+
+    # --- trainers -----------------------------------------------------------------------------
+
+    async def create_snapshot(
+        self, namespace: str | None = None, id: str | None = None, note: str | None = None
+    ) -> Snapshot:
+        """See :meth:`reflexa.Client.create_snapshot`: without an ``id`` one is made up, so retries replay."""
+        return await self._transport.send(ops.create_snapshot(self._ns(namespace), id, note))
+
+    async def list_snapshots(
+        self, namespace: str | None = None, *, limit: int | None = None, cursor: str | None = None
+    ) -> Page[Snapshot]:
+        return await self._transport.send(ops.list_snapshots(self._ns(namespace), limit, cursor))
+
+    async def iter_snapshots(
+        self, namespace: str | None = None, *, page_size: int | None = None
+    ) -> AsyncIterator[Snapshot]:
+        cursor: str | None = None
+        while True:
+            page = await self.list_snapshots(namespace, limit=page_size, cursor=cursor)
+            for snapshot in page.items:
+                yield snapshot
+            if not page.next_cursor:
+                return
+            cursor = page.next_cursor
+
+    async def get_snapshot(self, namespace: str | None, snapshot_id: str) -> Snapshot:
+        return await self._transport.send(ops.get_snapshot(self._ns(namespace), snapshot_id))
+
+    async def delete_snapshot(self, namespace: str | None, snapshot_id: str) -> None:
+        await self._transport.send(ops.delete_snapshot(self._ns(namespace), snapshot_id))
+
+    async def freeze(self, namespace: str | None = None) -> FreezeState:
+        return await self._transport.send(ops.freeze(self._ns(namespace)))
+
+    async def thaw(self, namespace: str | None = None) -> FreezeState:
+        return await self._transport.send(ops.thaw(self._ns(namespace)))
+
+    async def get_freeze(self, namespace: str | None = None) -> FreezeState:
+        return await self._transport.send(ops.get_freeze(self._ns(namespace)))
+
+    async def list_tasks(
+        self,
+        namespace: str | None = None,
+        *,
+        group_by: TaskGroupBy = "task",
+        sort: TaskSort = "learning_signal",
+        order: SortOrder = "desc",
+        environment: str | None = None,
+        agent: str | None = None,
+        policy_version: str | None = None,
+        min_attempts: int | None = None,
+        snapshot: str | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> TaskStatsPage:
+        """See :meth:`reflexa.Client.list_tasks`."""
+        return await self._transport.send(
+            ops.list_tasks(
+                self._ns(namespace),
+                group_by=group_by,
+                sort=sort,
+                order=order,
+                environment=environment,
+                agent=agent,
+                policy_version=policy_version,
+                min_attempts=min_attempts,
+                snapshot=snapshot,
+                limit=limit,
+                cursor=cursor,
+            )
+        )
+
+    async def iter_tasks(
+        self,
+        namespace: str | None = None,
+        *,
+        group_by: TaskGroupBy = "task",
+        sort: TaskSort = "learning_signal",
+        order: SortOrder = "desc",
+        environment: str | None = None,
+        agent: str | None = None,
+        policy_version: str | None = None,
+        min_attempts: int | None = None,
+        snapshot: str | None = None,
+        page_size: int | None = None,
+    ) -> AsyncIterator[TaskStats]:
+        cursor: str | None = None
+        while True:
+            page = await self.list_tasks(
+                namespace,
+                group_by=group_by,
+                sort=sort,
+                order=order,
+                environment=environment,
+                agent=agent,
+                policy_version=policy_version,
+                min_attempts=min_attempts,
+                snapshot=snapshot,
+                limit=page_size,
+                cursor=cursor,
+            )
+            for row in page.items:
+                yield row
+            if not page.next_cursor:
+                return
+            cursor = page.next_cursor
+
+    async def distill_contexts(
+        self,
+        namespace: str | None,
+        trajectories: Sequence[ContextTrajectoryInput],
+        teachers: Sequence[TeacherInput] = (),
+        *,
+        snapshot: str | None = None,
+        leakage: LeakageOptions | Mapping[str, Any] | None = None,
+        template: str | None = None,
+        history_max_chars: int | None = None,
+        include: Sequence[ContextRendering] | None = None,
+        steps: Sequence[int] | None = None,
+    ) -> ContextsResult:
+        """See :meth:`reflexa.Client.distill_contexts`."""
+        return await self._transport.send(
+            ops.distill_contexts(
+                self._ns(namespace),
+                trajectories,
+                teachers,
+                snapshot=snapshot,
+                leakage=leakage,
+                template=template,
+                history_max_chars=history_max_chars,
+                include=include,
+                steps=steps,
+            )
+        )
 
     async def export(
         self,

@@ -21,12 +21,14 @@ import httpx
 from reflexa import _operations as ops
 from reflexa._download import DatasetFile
 from reflexa._operations import (
+    ContextTrajectoryInput,
     ExportDataset,
     ExportFormat,
     FiltersInput,
     OutcomeInput,
     RenderInput,
     StepInput,
+    TeacherInput,
     TrajectoryInput,
 )
 from reflexa._retry import RetryPolicy
@@ -36,8 +38,12 @@ from reflexa.episode import Episode, EpisodeErrorCallback
 from reflexa.errors import ConsistencyTimeout, ReflexaError
 from reflexa.models import (
     BatchResult,
+    ContextRendering,
+    ContextsResult,
+    FreezeState,
     KeyCreated,
     Kind,
+    LeakageOptions,
     Namespace,
     NamespaceSettings,
     Page,
@@ -45,7 +51,13 @@ from reflexa.models import (
     RetrieveRequest,
     RetrieveResult,
     Role,
+    Snapshot,
+    SortOrder,
     StepsAppended,
+    TaskGroupBy,
+    TaskSort,
+    TaskStats,
+    TaskStatsPage,
     Trajectory,
     TrajectoryDeleted,
     TrajectoryStatus,
@@ -139,6 +151,10 @@ class Client:
                 return namespaces
             cursor = page.next_cursor
 
+    def get_namespace(self, namespace: str | None = None) -> Namespace:
+        """One namespace: its settings, and whether it is ``frozen`` for evaluation (since ``frozen_at``)."""
+        return self._transport.send(ops.get_namespace(self._ns(namespace)))
+
     # --- trajectories -----------------------------------------------------------------------
 
     def create_trajectory(
@@ -153,6 +169,8 @@ class Client:
         agent: str | None = None,
         policy_version: str | None = None,
         group_id: str | None = None,
+        parent_trajectory_id: str | None = None,
+        attempt: int | None = None,
         metadata: Mapping[str, Any] | None = None,
         retrieval_ids: Sequence[str] | None = None,
     ) -> TrajectoryWritten:
@@ -161,7 +179,9 @@ class Client:
         Without an ``id`` the client makes one up (uuid4 hex) before the first
         attempt, so retries replay instead of duplicating. Sending an identical body
         again returns the stored trajectory; a different body under the same id is a
-        :class:`~reflexa.errors.Conflict`.
+        :class:`~reflexa.errors.Conflict`. A retry of an earlier attempt at the task
+        names it as ``parent_trajectory_id`` and says which ``attempt`` it is (1 = the
+        first): attempt summaries and the ``attempts`` export are built from that.
         """
         trajectory = {
             "id": id,
@@ -170,6 +190,8 @@ class Client:
             "agent": agent,
             "policy_version": policy_version,
             "group_id": group_id,
+            "parent_trajectory_id": parent_trajectory_id,
+            "attempt": attempt,
             "metadata": metadata,
             "steps": list(steps or ()),
             "outcome": outcome,
@@ -316,6 +338,7 @@ class Client:
         filters: FiltersInput | None = None,
         render: RenderInput | None = None,
         trajectory_id: str | None = None,
+        snapshot: str | None = None,
         consistency: Literal["session", "none"] | str = "session",
         wait_timeout_ms: int = 5000,
     ) -> RetrieveResult:
@@ -338,8 +361,17 @@ class Client:
         raises :class:`~reflexa.errors.ConsistencyTimeout` (not retried: the server
         already waited); the session then still waits for those writes next time,
         unless their indexing failed (``rule="indexing_failed"``), which no wait can fix.
+
+        ``snapshot``: answer from that snapshot's memory, the same every time (a
+        trainer's read): not logged, so ``retrieval_id`` is ``None`` and nothing is
+        credited. There is nothing to wait for, so the session's writes are neither
+        sent nor settled (they stay pending for the next live retrieve); an explicit
+        token with a snapshot is an :class:`~reflexa.errors.InvalidInput`
+        (``rule="not_with_snapshot"``).
         """
         ns = self._ns(namespace)
+        if snapshot is not None and consistency == "session":
+            consistency = "none"
         with self._transport.session.waiting(ns, consistency) as token:
             request = ops.retrieve_request(
                 observation,
@@ -354,6 +386,7 @@ class Client:
                 filters=filters,
                 render=render,
                 trajectory_id=trajectory_id,
+                snapshot=snapshot,
                 consistency_token=token,
                 wait_timeout_ms=wait_timeout_ms,
             )
@@ -373,9 +406,12 @@ class Client:
         ``filters``, ``render``, ``trajectory_id``, …), and each result is what it
         would answer, with its own ``retrieval_id``, in the order given. The texts
         are encoded as one batch on the server. ``consistency`` as for
-        :meth:`retrieve` (the session's token goes with the first request)."""
+        :meth:`retrieve` (the session's token goes with the first request; none goes
+        with a batch that names a ``snapshot``, which every request of it must name alike)."""
         ns = self._ns(namespace)
-        bodies = [coerce(RetrieveRequest, r) for r in requests]
+        bodies = [coerce(RetrieveRequest, r, field=f"requests[{i}]") for i, r in enumerate(requests)]
+        if ops.names_snapshot(bodies) and consistency == "session":
+            consistency = "none"
         with self._transport.session.waiting(ns, consistency) as token:
             if token is not None and bodies and bodies[0].consistency_token is None:
                 bodies[0] = bodies[0].model_copy(
@@ -411,6 +447,178 @@ class Client:
             "item_ids": None if item_ids is None else list(item_ids),
         }
         return self._transport.send(ops.report_retrieval_outcome(self._ns(namespace), retrieval_id, outcome))
+
+    # --- trainers: snapshots, freezes, curriculum statistics, teacher contexts ---------------
+
+    def create_snapshot(self, namespace: str | None = None, id: str | None = None, note: str | None = None) -> Snapshot:
+        """Pin the namespace's memory now: every read given ``snapshot=<its id>``
+        (:meth:`retrieve`, :meth:`retrieve_batch`, :meth:`distill_contexts`,
+        :meth:`list_tasks`, :meth:`export`) answers the same for as long as it exists.
+
+        Without an ``id`` the client makes one up (``snap_`` + uuid4 hex) before the
+        first attempt, so a retry replays instead of taking a second snapshot. The same
+        id and note again return the stored snapshot; another note under that id is a
+        :class:`~reflexa.errors.Conflict` (``field="id"``).
+        """
+        return self._transport.send(ops.create_snapshot(self._ns(namespace), id, note))
+
+    def list_snapshots(
+        self, namespace: str | None = None, *, limit: int | None = None, cursor: str | None = None
+    ) -> Page[Snapshot]:
+        """One page of snapshots, newest first; see :meth:`iter_snapshots` for all."""
+        return self._transport.send(ops.list_snapshots(self._ns(namespace), limit, cursor))
+
+    def iter_snapshots(self, namespace: str | None = None, *, page_size: int | None = None) -> Iterator[Snapshot]:
+        """Every snapshot of the namespace, newest first, fetching pages lazily."""
+        cursor: str | None = None
+        while True:
+            page = self.list_snapshots(namespace, limit=page_size, cursor=cursor)
+            yield from page.items
+            if not page.next_cursor:
+                return
+            cursor = page.next_cursor
+
+    def get_snapshot(self, namespace: str | None, snapshot_id: str) -> Snapshot:
+        """One snapshot; an unknown one is a :class:`~reflexa.errors.NotFound`."""
+        return self._transport.send(ops.get_snapshot(self._ns(namespace), snapshot_id))
+
+    def delete_snapshot(self, namespace: str | None, snapshot_id: str) -> None:
+        """Delete a snapshot and its pinned copy of memory (reads naming it then get NotFound)."""
+        self._transport.send(ops.delete_snapshot(self._ns(namespace), snapshot_id))
+
+    def freeze(self, namespace: str | None = None) -> FreezeState:
+        """Freeze the namespace for evaluation: ingest goes on, but no reflection job
+        runs and no outcome changes utility until :meth:`thaw`. Idempotent (a second
+        freeze keeps the first ``frozen_at``)."""
+        return self._transport.send(ops.freeze(self._ns(namespace)))
+
+    def thaw(self, namespace: str | None = None) -> FreezeState:
+        """Undo :meth:`freeze`; the jobs queued meanwhile run. Idempotent."""
+        return self._transport.send(ops.thaw(self._ns(namespace)))
+
+    def get_freeze(self, namespace: str | None = None) -> FreezeState:
+        """Whether the namespace is frozen, and since when."""
+        return self._transport.send(ops.get_freeze(self._ns(namespace)))
+
+    def list_tasks(
+        self,
+        namespace: str | None = None,
+        *,
+        group_by: TaskGroupBy = "task",
+        sort: TaskSort = "learning_signal",
+        order: SortOrder = "desc",
+        environment: str | None = None,
+        agent: str | None = None,
+        policy_version: str | None = None,
+        min_attempts: int | None = None,
+        snapshot: str | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> TaskStatsPage:
+        """One page of curriculum statistics: per task (``group_by="task,policy_version"``:
+        per task and policy version) its attempts, success rate, reward mean and
+        variance, rollout groups and ``learning_signal`` (the mean within-group reward
+        variance a group-relative learner gets), sorted by ``sort`` (nulls last).
+        ``environment``, ``agent``, ``policy_version`` count only those trajectories,
+        ``min_attempts`` drops tasks with fewer; under ``snapshot`` the answer is the
+        same every time. A ``cursor`` is tied to its ``sort``, ``order`` and
+        ``group_by``. See :meth:`iter_tasks` for every row."""
+        return self._transport.send(
+            ops.list_tasks(
+                self._ns(namespace),
+                group_by=group_by,
+                sort=sort,
+                order=order,
+                environment=environment,
+                agent=agent,
+                policy_version=policy_version,
+                min_attempts=min_attempts,
+                snapshot=snapshot,
+                limit=limit,
+                cursor=cursor,
+            )
+        )
+
+    def iter_tasks(
+        self,
+        namespace: str | None = None,
+        *,
+        group_by: TaskGroupBy = "task",
+        sort: TaskSort = "learning_signal",
+        order: SortOrder = "desc",
+        environment: str | None = None,
+        agent: str | None = None,
+        policy_version: str | None = None,
+        min_attempts: int | None = None,
+        snapshot: str | None = None,
+        page_size: int | None = None,
+    ) -> Iterator[TaskStats]:
+        """Every row of :meth:`list_tasks`, fetching pages lazily by following
+        ``next_cursor``. Page under a ``snapshot`` so that a live namespace cannot
+        move rows between pages."""
+        cursor: str | None = None
+        while True:
+            page = self.list_tasks(
+                namespace,
+                group_by=group_by,
+                sort=sort,
+                order=order,
+                environment=environment,
+                agent=agent,
+                policy_version=policy_version,
+                min_attempts=min_attempts,
+                snapshot=snapshot,
+                limit=page_size,
+                cursor=cursor,
+            )
+            yield from page.items
+            if not page.next_cursor:
+                return
+            cursor = page.next_cursor
+
+    def distill_contexts(
+        self,
+        namespace: str | None,
+        trajectories: Sequence[ContextTrajectoryInput],
+        teachers: Sequence[TeacherInput] = (),
+        *,
+        snapshot: str | None = None,
+        leakage: LeakageOptions | Mapping[str, Any] | None = None,
+        template: str | None = None,
+        history_max_chars: int | None = None,
+        include: Sequence[ContextRendering] | None = None,
+        steps: Sequence[int] | None = None,
+    ) -> ContextsResult:
+        """Per step of each trajectory: the plain context (the task and the history
+        the agent saw) and each teacher context (the same with a privileged block in
+        the system message), as text and chat messages, for on-policy distillation.
+
+        ``trajectories``: stored ones by id (a string, or ``{"id": ...}``), or inline
+        ones (a rollout group not stored yet: a :class:`~reflexa.models.TrajectoryCreate`
+        or its fields). ``teachers``: :class:`~reflexa.models.TeacherSpec` (or its
+        fields, or just a kind: ``"memory"``, ``"hindsight"``, ``"evidence_card"``,
+        ``"reflection"``, ``"attempt_summary"``), each answered under its
+        :attr:`~reflexa.models.TeacherSpec.key`. ``leakage``
+        (:class:`~reflexa.models.LeakageOptions`) opts out of guards, all on by
+        default; ``template``, ``history_max_chars`` and ``steps`` (only these step
+        indices) default to the server's. ``include``: ``["messages"]`` (or
+        ``["text"]``) returns only that rendering, the other left ``None`` (each
+        repeats the history, so asking for one halves the answer). Under ``snapshot``
+        the answer is the same every time. Nothing is logged, so retries are safe.
+        """
+        return self._transport.send(
+            ops.distill_contexts(
+                self._ns(namespace),
+                trajectories,
+                teachers,
+                snapshot=snapshot,
+                leakage=leakage,
+                template=template,
+                history_max_chars=history_max_chars,
+                include=include,
+                steps=steps,
+            )
+        )
 
     def export(
         self,
@@ -466,6 +674,8 @@ class Client:
         agent: str | None = None,
         policy_version: str | None = None,
         group_id: str | None = None,
+        parent_trajectory_id: str | None = None,
+        attempt: int | None = None,
         metadata: Mapping[str, Any] | None = None,
         retrieval_ids: Sequence[str] | None = None,
         batch_size: int = 50,
@@ -493,6 +703,8 @@ class Client:
             agent=agent,
             policy_version=policy_version,
             group_id=group_id,
+            parent_trajectory_id=parent_trajectory_id,
+            attempt=attempt,
             metadata=metadata,
             retrieval_ids=retrieval_ids,
             batch_size=batch_size,

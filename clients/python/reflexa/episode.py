@@ -76,6 +76,8 @@ class Episode:
         agent: str | None = None,
         policy_version: str | None = None,
         group_id: str | None = None,
+        parent_trajectory_id: str | None = None,
+        attempt: int | None = None,
         metadata: Mapping[str, Any] | None = None,
         retrieval_ids: Sequence[str] | None = None,
         batch_size: int = 50,
@@ -106,6 +108,8 @@ class Episode:
                 "agent": agent,
                 "policy_version": policy_version,
                 "group_id": group_id,
+                "parent_trajectory_id": parent_trajectory_id,
+                "attempt": attempt,
                 "metadata": metadata,
                 "retrieval_ids": list(retrieval_ids) if retrieval_ids is not None else None,
             },
@@ -232,8 +236,9 @@ class Episode:
             consistency=consistency,
             wait_timeout_ms=wait_timeout_ms,
         )
-        with self._retrievals_lock:
-            self._retrieval_ids.append(result.retrieval_id)
+        if result.retrieval_id is not None:  # always, for a live retrieve
+            with self._retrievals_lock:
+                self._retrieval_ids.append(result.retrieval_id)
         return result
 
     async def aretrieve(self, observation: str, **kwargs: Any) -> RetrieveResult:

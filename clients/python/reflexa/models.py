@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Annotated, Any, Generic, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic_core import PydanticSerializationError
 
 from reflexa.errors import InvalidInput
@@ -99,6 +99,10 @@ class TrajectoryCreate(RequestModel):
     agent: Label | None = None
     policy_version: Label | None = None
     group_id: ClientId | None = None
+    parent_trajectory_id: ClientId | None = Field(
+        None, description="the earlier attempt at this task that this one retries (attempt summaries, attempts export)"
+    )
+    attempt: int | None = Field(None, ge=1, le=1_000_000, description="which attempt this is (1 = the first)")
     metadata: JSONObject | None = None
     steps: list[Step] = Field(default_factory=list)
     outcome: Outcome | None = None
@@ -153,6 +157,8 @@ class Trajectory(ResponseModel):
     agent: str | None = None
     policy_version: str | None = None
     group_id: str | None = None
+    parent_trajectory_id: str | None = None
+    attempt: int | None = None
     metadata: JSONObject | None = None
     retrieval_ids: list[str] | None = None
     status: TrajectoryStatus
@@ -252,6 +258,11 @@ class RetrieveRequest(RequestModel):
     trajectory_id: ClientId | None = Field(
         None, description="the episode this retrieval serves; its outcome will credit the items"
     )
+    snapshot: ClientId | None = Field(
+        None,
+        description="answer from this snapshot's memory (the same request, the same answer); "
+        "not logged, so there is no retrieval_id to credit",
+    )
     consistency_token: str | None = Field(None, min_length=1, description="from a write: wait until it is searchable")
     wait_timeout_ms: int | None = Field(None, ge=0, le=60_000, description="how long to wait for consistency_token")
 
@@ -317,9 +328,10 @@ class RetrievedItem(ResponseModel):
 
 class RetrieveResult(ResponseModel):
     """The answer to a retrieve. Report how the task went under ``retrieval_id``
-    (or let the episode named by ``trajectory_id`` do it when it closes)."""
+    (or let the episode named by ``trajectory_id`` do it when it closes). Under a
+    ``snapshot`` nothing is logged and ``retrieval_id`` is ``None``."""
 
-    retrieval_id: str
+    retrieval_id: str | None
     items: list[RetrievedItem]
     context: str | None = Field(None, description="the rendered context block, when `render` was asked for")
     gamma: float = Field(description="the discount used for return_to_go in exemplar items")
@@ -370,9 +382,11 @@ class NamespaceSettings(RequestModel):
     gamma: float = Field(0.95, ge=0.0, le=1.0, description="discount for return-to-go")
     state_text: StateTextSettings | None = None
     ranking: RankingSettings | None = None
-    # Passed through as given: the server validates it and names any bad field
-    # (docs/reflection.md lists the reflectors' settings).
+    # Passed through as given: the server validates them and names any bad field
+    # (docs/reflection.md lists the reflectors' settings, docs/trainers.md distill's).
+    credit: dict[str, Any] | None = Field(None, description="outcome credit (unnamed_top_k)")
     reflection: dict[str, Any] | None = Field(None, description="reflectors switched on/off and their settings")
+    distill: dict[str, Any] | None = Field(None, description="teacher contexts (tokenizer_file)")
 
 
 class NamespaceCreate(RequestModel):
@@ -384,6 +398,7 @@ class NamespaceSettingsRead(ResponseModel):
     gamma: float = 0.95
     state_text: dict[str, Any] = Field(default_factory=dict)
     ranking: dict[str, Any] = Field(default_factory=dict)
+    credit: dict[str, Any] = Field(default_factory=dict)
     reflection: dict[str, Any] = Field(default_factory=dict)
 
 
@@ -391,6 +406,8 @@ class Namespace(ResponseModel):
     name: str
     settings: NamespaceSettingsRead
     created_at: datetime
+    frozen: bool = Field(False, description="frozen for evaluation: memory does not change until thawed")
+    frozen_at: datetime | None = None
 
 
 class KeyCreate(RequestModel):
@@ -412,6 +429,223 @@ class KeyCreated(Key):
     """A new key; ``key`` is the secret and is shown only in this response."""
 
     key: str
+
+
+# --- snapshots and freezes ------------------------------------------------------------------
+
+
+class SnapshotCreate(RequestModel):
+    """A snapshot to take; the client gives it an id when none is given, so a retry replays."""
+
+    id: ClientId | None = Field(None, description="client-supplied id; makes retries idempotent")
+    note: str | None = Field(None, max_length=2000)
+
+
+class Snapshot(ResponseModel):
+    """Memory pinned at one moment: every read naming it answers the same for as long as it exists."""
+
+    id: str
+    namespace: str
+    watermark: int = Field(description="the namespace's change-feed position when it was taken")
+    note: str | None = None
+    reflection_count: int
+    trajectory_count: int
+    step_count: int
+    created_by: str | None = None
+    created_at: datetime
+
+
+class FreezeState(ResponseModel):
+    """Whether a namespace is frozen for evaluation (no reflection, no utility change)."""
+
+    namespace: str
+    frozen: bool
+    frozen_at: datetime | None = None
+
+
+# --- curriculum statistics ------------------------------------------------------------------
+
+TaskGroupBy = Literal["task", "task,policy_version"]
+TaskSort = Literal["learning_signal", "attempts", "success_rate", "reward_var", "last_seen", "task"]
+SortOrder = Literal["desc", "asc"]
+
+
+class TaskStats(ResponseModel):
+    """One task (or task and policy version): its attempts and the learning signal its groups give."""
+
+    task_hash: str
+    task: str
+    policy_version: str | None = Field(None, description="with group_by='task,policy_version'; else null")
+    attempts: int = Field(description="closed trajectories")
+    open: int = Field(description="trajectories not closed yet")
+    successes: int
+    failures: int
+    rewarded: int = Field(description="attempts with a reward: `reward`, else 1.0/0.0 from `success`")
+    success_rate: float | None = None
+    reward_mean: float | None = None
+    reward_var: float | None = Field(None, description="population variance over rewarded attempts")
+    groups: int = Field(description="distinct non-null group_id")
+    mixed_groups: int = Field(description="groups with both a success and a failure")
+    signal_groups: int = Field(description="groups with at least two rewarded members")
+    learning_signal: float | None = Field(
+        None, description="mean within-group reward variance over signal groups; 0: every group was unanimous"
+    )
+    last_seen: datetime
+
+
+class TaskStatsPage(Page[TaskStats]):
+    """A page of task statistics; ``snapshot`` is the snapshot they are as of (null: live)."""
+
+    snapshot: str | None = None
+
+
+# --- teacher contexts: what is sent ---------------------------------------------------------
+
+TeacherKind = Literal["memory", "hindsight", "evidence_card", "reflection", "attempt_summary"]
+TEACHER_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,63}$"
+TEMPLATE_NAME_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,62}$"
+#: The renderings of a context: ``text`` (one string) and ``messages`` (chat turns).
+ContextRendering = Literal["text", "messages"]
+
+
+class ContextTrajectory(TrajectoryCreate):
+    """A stored trajectory named by ``{"id"}`` alone, or an inline one (a rollout group
+    not yet stored): the body of a trajectory create, ``id`` optional."""
+
+    task: str | None = Field(None, min_length=1, description="inline: required; a stored trajectory gives only id")
+
+    @model_validator(mode="after")
+    def _stored_or_inline(self) -> ContextTrajectory:
+        if self.task is None:
+            if self.id is None:
+                raise ValueError("give the id of a stored trajectory, or an inline trajectory with its task")
+            extra = sorted(self.model_fields_set - {"id", "task"})
+            if extra:
+                raise ValueError(f"a stored trajectory is named by id alone; an inline one needs a task (got {extra})")
+        return self
+
+    @property
+    def stored(self) -> bool:
+        return self.task is None
+
+
+class TeacherSpec(RequestModel):
+    """One teacher context wanted, answered under ``name`` (default: the kind; hindsight: ``hindsight@h``)."""
+
+    kind: TeacherKind
+    name: str | None = Field(None, pattern=TEACHER_NAME_PATTERN, description="the response key")
+    horizon: int | None = Field(None, ge=1, le=10_000, description="hindsight: steps ahead shown (default 1)")
+    kinds: list[Kind] | None = Field(
+        None, min_length=1, description="memory: reflection kinds retrieved (default skill, heuristic, exemplar)"
+    )
+    k: int | None = Field(
+        None, ge=1, le=100, description="memory: items retrieved per step (default 5); attempt_summary: attempts (3)"
+    )
+    max_chars: int | None = Field(None, ge=1, le=200_000, description="the privileged block never exceeds this")
+    max_tokens: int | None = Field(
+        None, ge=1, le=100_000, description="the block never exceeds this many tokens (needs distill.tokenizer_file)"
+    )
+
+    @property
+    def key(self) -> str:
+        """The name this teacher's context is answered under."""
+        if self.name is not None:
+            return self.name
+        return f"hindsight@{self.horizon or 1}" if self.kind == "hindsight" else self.kind
+
+
+class LeakageOptions(RequestModel):
+    """Leakage guards, all on by default: memory never shows evidence from the
+    trajectory itself, its rollout group, or (``allow_same_task`` false) its task."""
+
+    allow_same_trajectory: bool = False
+    allow_same_group: bool = False
+    allow_same_task: bool = False
+
+
+class ContextsRequest(RequestModel):
+    """The body of a teacher-contexts request. ``None`` fields are left out, so the server's defaults apply."""
+
+    snapshot: ClientId | None = Field(None, description="read memory and trajectories as pinned by this snapshot")
+    template: str | None = Field(None, pattern=TEMPLATE_NAME_PATTERN, description="default: the server's 'default'")
+    trajectories: list[ContextTrajectory] = Field(min_length=1)
+    teachers: list[TeacherSpec] = Field(default_factory=list)
+    leakage: LeakageOptions | None = None
+    history_max_chars: int | None = Field(None, ge=0, le=1_000_000, description="default 16,000")
+    include: list[ContextRendering] | None = Field(
+        None, min_length=1, description="which renderings to return (the other is null); default both"
+    )
+    steps: list[Annotated[int, Field(ge=0)]] | None = Field(
+        None, min_length=1, max_length=100_000, description="only these step indices; default: every step"
+    )
+
+
+# --- teacher contexts: what is read ---------------------------------------------------------
+
+
+class ChatMessage(ResponseModel):
+    role: str = Field(description="system, user or assistant")
+    content: str
+
+
+class PlainContext(ResponseModel):
+    """What the agent saw at the step: the task and the history, as text and as chat
+    messages (either is ``None`` when ``include`` left it out)."""
+
+    text: str | None = None
+    messages: list[ChatMessage] | None = None
+    omitted_steps: int = Field(0, description="earlier steps dropped by history_max_chars")
+    tokens: int | None = Field(None, description="tokens of `text` (with a tokenizer configured)")
+
+
+class LeakageApplied(ResponseModel):
+    """The leakage guards one teacher context was built under, and what they removed."""
+
+    allow_same_trajectory: bool
+    allow_same_group: bool
+    allow_same_task: bool
+    task_scoped: bool = Field(description="about the task by design (evidence_card, attempt_summary)")
+    trajectory_scoped: bool = Field(description="built from this trajectory itself by design (hindsight, reflection)")
+    excluded_trajectories: int = 0
+    excluded_tasks: int = 0
+    dropped_items: int = 0
+    redacted_actions: int = 0
+
+
+class TeacherContext(ResponseModel):
+    """The plain context plus a privileged block in the system message (``text`` and
+    ``messages`` as for :class:`PlainContext`)."""
+
+    text: str | None = None
+    messages: list[ChatMessage] | None = None
+    item_ids: list[str] = Field(description="what the block was built from: reflection ids, step:N, outcome, …")
+    chars: int = Field(description="length of the privileged block")
+    item_chars: dict[str, int] = Field(default_factory=dict)
+    privileged: str = Field("", description="the privileged block alone")
+    omitted_items: int = 0
+    tokens: int | None = None
+    leakage: LeakageApplied
+    applicable: bool
+    reason: str | None = Field(None, description="why not applicable (then text and messages are the plain ones)")
+
+
+class StepContexts(ResponseModel):
+    index: int
+    plain: PlainContext
+    teachers: dict[str, TeacherContext] = Field(description="by teacher name (TeacherSpec.key)")
+
+
+class TrajectoryContexts(ResponseModel):
+    id: str | None = Field(description="the trajectory's id (null: an inline trajectory sent without one)")
+    steps: list[StepContexts]
+
+
+class ContextsResult(ResponseModel):
+    """Per trajectory, in the order sent, per step: the plain context and each teacher's."""
+
+    snapshot: str | None = None
+    template_version: str = Field(description="name@version of the template the texts were built with")
+    trajectories: list[TrajectoryContexts]
 
 
 # --- turning user input into models ---------------------------------------------------------

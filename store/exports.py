@@ -22,29 +22,10 @@ from sqlalchemy.orm import Session
 from sqlalchemy.sql import Subquery
 
 from store.models import Step
-from store.snapshots import evidence_view, reflection_view, steps_of, trajectory_view
+from store.snapshots import TRAJECTORY_VIEW_COLUMNS, evidence_view, reflection_view, steps_of, trajectory_view
 
 # What the export reads of a trajectory view (all its columns but the namespace).
-TRAJECTORY_FIELDS = (
-    "pk",
-    "id",
-    "task",
-    "task_hash",
-    "environment",
-    "agent",
-    "policy_version",
-    "group_id",
-    "parent_trajectory_id",
-    "attempt",
-    "metadata",
-    "status",
-    "success",
-    "reward",
-    "failure_reason",
-    "step_count",
-    "created_at",
-    "closed_at",
-)
+TRAJECTORY_FIELDS = tuple(c for c in TRAJECTORY_VIEW_COLUMNS if c != "namespace")
 STEP_FIELDS = (
     "trajectory_pk",
     "index",

@@ -56,3 +56,18 @@ class Conflict(ReflexaError):
 class Unavailable(ReflexaError):
     status = 503
     type = "unavailable"
+
+
+class BadGateway(ReflexaError):
+    """An upstream server we depend on (a teacher model endpoint) failed or answered
+    with something unusable; the message names it."""
+
+    status = 502
+    type = "bad_gateway"
+
+
+class GatewayTimeout(ReflexaError):
+    """An upstream server we depend on did not answer in time; the message names it."""
+
+    status = 504
+    type = "gateway_timeout"

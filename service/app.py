@@ -15,6 +15,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from domain.errors import ReflexaError
 from migrations import schema_status
+from service.advantages.router import router as advantages_router
 from service.body_limit import BodyLimitMiddleware
 from service.container import Services
 from service.distill.router import router as distill_router
@@ -26,10 +27,12 @@ from service.metrics import Metrics, MetricsMiddleware
 from service.namespaces.router import router as namespaces_router
 from service.reflections.router import router as reflections_router
 from service.retrieval.router import router as retrieval_router
+from service.rubrics.router import router as rubrics_router
 from service.settings import Settings, get_settings
 from service.snapshots.router import router as snapshots_router
 from service.storable import refuse_unstorable
 from service.tasks.router import router as tasks_router
+from service.teacher.router import router as teacher_router
 from service.trajectories.router import router as trajectories_router
 from store.database import Database
 
@@ -148,8 +151,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         jobs_router,
         snapshots_router,
         distill_router,
+        advantages_router,
         export_router,
         tasks_router,
+        rubrics_router,
+        teacher_router,
     )
     for router in routers:
         app.include_router(router)

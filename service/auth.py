@@ -32,6 +32,7 @@ class Permission(StrEnum):
     EXPORT = "export"
     SNAPSHOTS = "snapshots"  # take, list, delete snapshots
     FREEZE = "namespaces:freeze"  # freeze a namespace for evaluation, thaw it
+    REWARDS = "rewards"  # create rubrics, score with them, mint and revoke reward capability URLs
 
 
 P = Permission
@@ -50,6 +51,7 @@ ROLE_PERMISSIONS: dict[str, frozenset[Permission]] = {
             P.EXPORT,
             P.SNAPSHOTS,
             P.FREEZE,
+            P.REWARDS,
         }
     ),
     # Agents log their own experience and ask for memory at run time.
@@ -65,6 +67,7 @@ ROLE_PERMISSIONS: dict[str, frozenset[Permission]] = {
             P.EXPORT,
             P.SNAPSHOTS,
             P.FREEZE,
+            P.REWARDS,
         }
     ),
 }

@@ -7,7 +7,9 @@ from dataclasses import dataclass
 
 from reflectors.llm_client import LLMClient, SqlTokenBudget
 from reflectors.registry import build_handlers
+from reflectors.rubric_judge import build_rubric_judge
 from reflectors.worker import Worker, WorkerConfig
+from service.advantages.service import AdvantageService
 from service.distill.service import DistillService
 from service.export.service import ExportService
 from service.jobs.service import JobService
@@ -16,9 +18,11 @@ from service.limits import LimitChecker
 from service.namespaces.service import NamespaceService
 from service.reflections.service import ReflectionService
 from service.retrieval.service import RetrievalService
+from service.rubrics.service import RubricService
 from service.settings import Settings
 from service.snapshots.service import SnapshotService
 from service.tasks.service import TaskService
+from service.teacher.service import TeacherService
 from service.trajectories.service import TrajectoryService
 from store.database import Database
 from store.embedding import Embedder, build_embedder
@@ -81,6 +85,9 @@ class Services:
     distill: DistillService
     exports: ExportService
     tasks: TaskService
+    rubrics: RubricService
+    advantages: AdvantageService
+    teacher: TeacherService
 
     @classmethod
     def build(cls, settings: Settings, db: Database, embedder: Embedder | None = None) -> Services:
@@ -96,8 +103,12 @@ class Services:
             sync_interval=settings.index.sync_interval_ms / 1000,
         )
         worker = make_worker(settings, db, embedder)
+        judge = build_rubric_judge(settings.llm, db)  # rubric rewards' LLM judge; None without an LLM
+        if judge is not None:
+            worker.on_close(judge.close)
         snapshots = SnapshotService(db, namespaces, embedder.name)
         retrieval = RetrievalService(db, namespaces, embedder, registry, checker, snapshots)
+        distill = DistillService(db, namespaces, snapshots, retrieval, checker)
         return cls(
             settings=settings,
             db=db,
@@ -111,7 +122,10 @@ class Services:
             reflections=ReflectionService(db, namespaces, checker),
             jobs=JobService(db, namespaces),
             snapshots=snapshots,
-            distill=DistillService(db, namespaces, snapshots, retrieval, checker),
+            distill=distill,
             exports=ExportService(db, namespaces, snapshots, settings.limits),
             tasks=TaskService(db, namespaces, snapshots),
+            rubrics=RubricService(db, namespaces, snapshots, checker, judge),
+            advantages=AdvantageService(settings.limits),
+            teacher=TeacherService(settings.teacher, db, namespaces, distill, checker),
         )

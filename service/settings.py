@@ -8,7 +8,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from reflectors.llm_client.settings import LLMSettings
@@ -32,6 +32,10 @@ class Limits(BaseModel):
     max_context_steps: int = Field(
         20_000, description="most step contexts in one POST …/distill/contexts (trajectories × steps)"
     )
+    max_advantage_tokens: int = Field(
+        2_000_000, description="most tokens in one POST /v1/distill/advantages (all trajectories summed)"
+    )
+    max_advantage_group_size: int = Field(1_024, description="most trajectories in one group of …/advantages")
     max_page_size: int = Field(500, description="largest `limit` of a list request")
     max_export_rows: int = Field(
         10_000_000, description="largest `limit` of GET …/export (without `limit` an export writes every row)"
@@ -76,6 +80,56 @@ class WorkerSettings(BaseModel):
     poll_interval_ms: int = Field(100, ge=1, description="how often an idle worker looks for jobs")
 
 
+TeacherProtocol = Literal["openai_completions", "sglang", "trl_vllm"]
+
+
+class TeacherSettings(BaseModel):
+    """The teacher endpoint POST …/distill/teacher_logprobs scores continuations with
+    (docs/trainers.md, "Teacher scoring"); off while `base_url` is unset."""
+
+    base_url: str | None = Field(
+        None,
+        description="the teacher server's root, e.g. http://gpu-1:8000 (a trailing /v1 is dropped); unset: no "
+        "teacher configured, the route answers 503",
+    )
+    protocol: TeacherProtocol = Field(
+        "openai_completions",
+        description="openai_completions: POST /v1/completions with token-id prompts (vLLM, and `trl vllm-serve` "
+        "from TRL 1.16, which runs vLLM's own server); sglang: POST /generate with input_ids and return_logprob; "
+        "trl_vllm: POST /get_sequence_logprobs/ of the `trl vllm-serve` of TRL 1.1 to 1.15",
+    )
+    logprobs_mode: Literal["prompt_logprobs", "echo"] = Field(
+        "prompt_logprobs",
+        description="openai_completions only: prompt_logprobs (vLLM's extension: per-token dicts by token id, top-k "
+        "and full-vocabulary entropy possible) or echo (the OpenAI API's echo + logprobs, for other servers)",
+    )
+    model: str | None = Field(
+        None, description="the model name sent with each request (openai_completions, /tokenize); unset: not sent"
+    )
+    api_key: SecretStr | None = Field(None, description="sent as `Authorization: Bearer …` when set")
+    timeout_seconds: float = Field(60.0, gt=0, description="the longest wait for one answer (504 teacher_timeout)")
+    connect_timeout_seconds: float = Field(5.0, gt=0, description="the longest wait for a connection")
+    max_retries: int = Field(
+        2, ge=0, description="retries of connection errors, 429 and 5xx, with exponential backoff (then 502)"
+    )
+    retry_backoff_seconds: float = Field(0.5, ge=0, description="the first retry's wait; doubled each time")
+    max_batch: int = Field(16, ge=1, description="sequences sent in one request (1: one prompt per request)")
+    max_concurrency: int = Field(4, ge=1, description="requests in flight at once per process")
+    max_items: int = Field(1_000, ge=1, description="most items in one POST …/teacher_logprobs")
+    tokenizer_file: str | None = Field(
+        None,
+        description="a Hugging Face tokenizer.json for texts; unset: the endpoint's /tokenize (openai_completions, "
+        "sglang), which trl_vllm lacks",
+    )
+    vocab_size: int | None = Field(
+        None, ge=1, description="the teacher's vocabulary size (default: the tokenizer file's), to check token ids"
+    )
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.base_url)
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="REFLEXA_", env_nested_delimiter="__", extra="ignore", env_file=None)
 
@@ -98,6 +152,9 @@ class Settings(BaseSettings):
     worker: WorkerSettings = Field(default_factory=WorkerSettings)
     llm: LLMSettings = Field(
         default_factory=LLMSettings, description="an OpenAI-compatible endpoint for LLM reflectors (off when unset)"
+    )
+    teacher: TeacherSettings = Field(
+        default_factory=TeacherSettings, description="the teacher endpoint of …/teacher_logprobs (off when unset)"
     )
 
     @property

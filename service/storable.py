@@ -23,6 +23,7 @@ from domain.errors import InvalidInput
 
 _UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 _JSON_TYPES = ("application/json", "+json")
+_NUMBERS = (int, float, bool)
 
 
 def check_text(value: str, field: str, max_chars: int) -> None:
@@ -36,6 +37,13 @@ def check_text(value: str, field: str, max_chars: int) -> None:
     if bad:
         what = "a NUL character" if bad.group() == "\x00" else "an unpaired UTF-16 surrogate"
         raise InvalidInput(f"{field} contains {what} at position {bad.start()}", field=field, rule="valid_unicode")
+
+
+def _finite_sum(numbers: list[Any]) -> bool:
+    try:
+        return math.isfinite(math.fsum(numbers))
+    except OverflowError:  # finite items whose sum overflows: let the item walk decide
+        return False
 
 
 def check_json(value: Any, root: str, max_chars: int) -> None:
@@ -55,6 +63,11 @@ def check_json(value: Any, root: str, max_chars: int) -> None:
                 children.append((item, child))
             stack.extend(reversed(children))
         elif isinstance(node, list):
+            # Log-prob and reward arrays (hundreds of thousands of numbers): one pass
+            # in C when every item is a finite number; a non-finite sum (a NaN, an
+            # infinity, or an overflow) falls through to the item walk, which names it.
+            if node and all(type(item) in _NUMBERS for item in node) and _finite_sum(node):
+                continue
             stack.extend((item, f"{path}[{i}]") for i, item in reversed(list(enumerate(node))))
         elif isinstance(node, float) and not math.isfinite(node):
             # Python's JSON parser accepts NaN and Infinity; JSON columns cannot store them.

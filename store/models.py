@@ -541,3 +541,23 @@ class SnapshotTrajectory(Base):
     reward: Mapped[float | None] = mapped_column(Float)
     failure_reason: Mapped[str | None] = mapped_column(Text)
     closed_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+
+
+class RewardCapability(Base):
+    """A capability URL for scoring one rubric of one namespace without an API key
+    (OpenRLHF's remote reward model cannot send one): `POST /v1/reward/<secret>`.
+    Only a SHA-256 of the secret is stored (a 256-bit random token: a fast hash is as
+    safe as a slow one); revoking keeps the row, with `revoked_at`."""
+
+    __tablename__ = "reward_capabilities"
+    __table_args__ = (Index("ix_reward_capabilities_ns_rubric", "namespace", "rubric_id", "pk"), NO_REUSE)
+
+    pk: Mapped[int] = mapped_column(BigPK, primary_key=True, autoincrement=True)
+    id: Mapped[str] = mapped_column(String(64), unique=True)
+    namespace: Mapped[str] = mapped_column(ForeignKey("namespaces.name", ondelete="CASCADE"))
+    rubric_id: Mapped[str] = mapped_column(String(128))
+    secret_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    note: Mapped[str | None] = mapped_column(Text)
+    created_by: Mapped[str | None] = mapped_column(String(64))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime)

@@ -253,6 +253,33 @@ class RubricOut(_Out):
         return self
 
 
+# -- the rubric judge (rubric rewards: the criteria no rule decides) ----------------------
+
+
+class CriterionVerdict(_Out):
+    id: str = Field(min_length=1, max_length=128, description="the criterion's id, exactly as given")
+    score: float = Field(ge=0.0, le=1.0, description="1: clearly met; 0: not met, or no evidence; between: partly")
+    rationale: str = Field(min_length=3, max_length=400, description="the evidence for the score, citing [steps]")
+
+
+class RubricJudgeOut(_Out):
+    """rubric_judge: one verdict per criterion shown, each id once. The ids are
+    checked against the validation context's `known_ids` (the criteria shown)."""
+
+    verdicts: list[CriterionVerdict] = Field(min_length=1, max_length=100)
+
+    @model_validator(mode="after")
+    def _every_criterion_once(self, info: ValidationInfo) -> RubricJudgeOut:
+        ids = [v.id for v in self.verdicts]
+        if len(set(ids)) != len(ids):
+            raise ValueError("grade each criterion once: an id appears twice")
+        known = (info.context or {}).get("known_ids")
+        if known is not None and set(ids) != set(known):
+            missing, unknown = sorted(set(known) - set(ids)), sorted(set(ids) - set(known))
+            raise ValueError(f"grade exactly the criteria shown: missing {missing}, not shown {unknown}")
+        return self
+
+
 # -- golden negatives (ReflectRL, RPO) -------------------------------------------------
 
 
@@ -283,5 +310,6 @@ OUTPUT_MODELS: dict[str, type[BaseModel]] = {
     "skills": SkillsOut,
     "rubrics": RubricOut,
     "golden_negative": GoldenNegativeOut,
+    "rubric_judge": RubricJudgeOut,
 }
 """Prompt name -> the model its answer is validated against."""

@@ -87,16 +87,18 @@ def _check_text(check: dict[str, Any] | None) -> str:
 def rubric_content(task: str, criteria: list[Criterion], attempts: list[tuple[str, Trajectory]]) -> dict[str, Any]:
     rows = [
         {
+            "id": f"c{i + 1}",  # DESIGN.md's criterion ids (the rubric scorer names criteria by them)
             "text": c.text,
             "weight": c.weight,
             "check": None if c.check is None else c.check.model_dump(),
             "rationale": c.rationale,
         }
-        for c in criteria
+        for i, c in enumerate(criteria)
     ]
     lines = [f"Rubric for task: {task}"]
     lines += [f"- [{r['weight']:.2f}] {r['text']} ({_check_text(r['check'])})" for r in rows]
     return {
+        "name": f"Rubric for task: {task}"[:200],
         "task": task,
         "criteria": rows,
         "attempts": [

@@ -438,6 +438,14 @@ def test_every_client_route_exists_in_the_servers_openapi(live_server: Any) -> N
         "get_freeze": ("nsx",),
         "list_tasks": ("nsx",),
         "distill_contexts": ("nsx", ["a1"], ["memory"]),
+        "create_rubric": ("nsx", {"id": "idx", "name": "n", "criteria": [{"id": "c", "text": "t", "weight": 1}]}),
+        "get_rubric": ("nsx", "idx"),
+        "score_rubric": ("nsx", "idx", {"trajectory_id": "t"}),
+        "score_rubric_batch": ("nsx", "idx", [{"trajectory_id": "t"}]),
+        "create_reward_capability": ("nsx", "idx", None),
+        "list_reward_capabilities": ("nsx", "idx", 10, "c"),
+        "revoke_reward_capability": ("nsx", "idx", "cidx"),
+        "teacher_logprobs": ("nsx", [{"context": "a b", "continuation": [1, 2]}]),
     }
     keywords: dict[str, dict[str, Any]] = {
         "list_tasks": {
@@ -453,6 +461,8 @@ def test_every_client_route_exists_in_the_servers_openapi(live_server: Any) -> N
             "cursor": "c",
         },
         "distill_contexts": dict.fromkeys(("snapshot", "leakage", "template", "history_max_chars", "include", "steps")),
+        "score_rubric_batch": {"snapshot": None, "skip_judged": False},
+        "teacher_logprobs": dict.fromkeys(("contexts", "top_k", "entropy", "wait")),
     }
     builders = {
         name
@@ -463,7 +473,7 @@ def test_every_client_route_exists_in_the_servers_openapi(live_server: Any) -> N
 
     openapi = httpx.get(f"{live_server.url}/openapi.json").json()
     paths = openapi["paths"]
-    placeholders = {"nsx": "{ns}", "idx": "{id}", "ridx": "{retrieval_id}"}
+    placeholders = {"nsx": "{ns}", "idx": "{id}", "ridx": "{retrieval_id}", "cidx": "{capability_id}"}
     for name, args in examples.items():
         op = getattr(operations, name)(*args, **keywords.get(name, {}))
         template = "/".join(placeholders.get(part, part) for part in op.path.split("/"))
@@ -489,6 +499,13 @@ def test_every_client_route_exists_in_the_servers_openapi(live_server: Any) -> N
         "ContextTrajectory": models.ContextTrajectory,
         "TeacherSpec": models.TeacherSpec,
         "LeakageOptions": models.LeakageOptions,
+        "TeacherLogprobsRequest": models.TeacherLogprobsRequest,
+        "TeacherLogprobsItem": models.TeacherLogprobsItem,
+        "TeacherContinuation": models.TeacherContinuation,
+        "TeacherPrompt": models.TeacherPrompt,
+        "ChatTurn": models.ChatTurn,
+        "TeacherContextRef": models.TeacherContextRef,
+        "TeacherContextsOptions": models.TeacherContextsOptions,
         # answers
         "TrajectoryRead": models.Trajectory,
         "RetrieveResponse": models.RetrieveResult,
@@ -505,6 +522,12 @@ def test_every_client_route_exists_in_the_servers_openapi(live_server: Any) -> N
         "TeacherContext": models.TeacherContext,
         "LeakageRead": models.LeakageApplied,
         "ChatMessage": models.ChatMessage,
+        "TeacherLogprobsResponse": models.TeacherLogprobsResult,
+        "ScoredItem": models.ScoredItem,
+        "TopLogprob": models.TopLogprob,
+        "ContextUsed": models.ContextUsed,
+        "TeacherEndpointRead": models.TeacherEndpoint,
+        "TeacherTiming": models.TeacherTiming,
     }
     for server_name, model in mirrored.items():
         assert set(model.model_fields) == set(schemas[server_name]["properties"]), server_name

@@ -16,7 +16,7 @@ from reflectors.prompts import Prompt, PromptError, available_prompts, load_prom
 from reflectors.prompts.steps import render_outcome, render_steps, shorten
 
 PROMPTS = available_prompts()
-EXPECTED = {"heuristics_single", "pool_maintenance", "skills", "rubrics", "golden_negative"}
+EXPECTED = {"heuristics_single", "pool_maintenance", "skills", "rubrics", "golden_negative", "rubric_judge"}
 
 
 def test_the_expected_prompts_ship_with_answer_models() -> None:

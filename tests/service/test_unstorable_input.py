@@ -67,8 +67,39 @@ BODIES["distill_contexts"] = {
     "teachers": [{"kind": "memory", "name": "m", "kinds": ["skill"]}, {"kind": "hindsight", "horizon": 2}],
     "template": "default",
 }
+BODIES["distill_teacher_logprobs"] = {
+    "items": [{"id": "i1", "continuation": {"text": "go north"}, "context": {"text": "You are in a hall"}}]
+}
 BODIES["retrieve_batch"] = {"requests": [BODIES["retrieve"], {"state": {"observation": "a hall"}}]}
-PATH_VALUES = {"ns": "proj", "id": "open", "retrieval_id": "r1"}
+BODIES["distill_advantages"] = {
+    "method": "token_signal",
+    "params": {"teacher": "h1"},
+    "groups": [
+        {
+            "group_id": "g1",
+            "trajectories": [
+                {
+                    "id": "a",
+                    "reward": 1.0,
+                    "advantages": 1.0,
+                    "logprobs": {"student": [-1.0], "teacher": {"h1": [-0.5]}},
+                }
+            ],
+        }
+    ],
+}
+BODIES["create_rubric"] = {
+    "id": "r1",
+    "name": "n",
+    "task": "t",
+    "environment": "e",
+    "criteria": [{"id": "c1", "text": "t", "weight": 1, "check": {"type": "contains", "text": "x"}, "stage": "s"}],
+}
+BODIES["score_rubric"] = {"trajectory": {**TRAJECTORY, "id": "inline"}, "final_answer": "a", "label": "l"}
+BODIES["score_rubric_batch"] = {"items": [{"trajectory_id": "open", "label": "l"}], "snapshot": "s1"}
+BODIES["create_reward_capability"] = {"note": "n"}
+BODIES["openrlhf_reward"] = {"query": ["p q"], "prompts": ["p"], "labels": ["l"]}
+PATH_VALUES = {"ns": "proj", "id": "open", "retrieval_id": "r1", "capability_id": "cap_1", "capability": "rfxrw_x"}
 FREE_KEY = "k"  # the key under which a free-form object (metadata, state data) gets a string
 
 

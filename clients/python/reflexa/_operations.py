@@ -42,6 +42,16 @@ from reflexa.models import (
     RetrieveFilters,
     RetrieveRequest,
     RetrieveResult,
+    RewardCapability,
+    RewardCapabilityCreate,
+    RewardCapabilityCreated,
+    Rubric,
+    RubricBatchScore,
+    RubricCreate,
+    RubricScore,
+    RubricScoreBatchRequest,
+    RubricScoreItem,
+    RubricScoreRequest,
     Snapshot,
     SnapshotCreate,
     SortOrder,
@@ -51,6 +61,10 @@ from reflexa.models import (
     TaskGroupBy,
     TaskSort,
     TaskStatsPage,
+    TeacherContextsOptions,
+    TeacherLogprobsItem,
+    TeacherLogprobsRequest,
+    TeacherLogprobsResult,
     TeacherSpec,
     Trajectory,
     TrajectoryBatchCreate,
@@ -74,6 +88,10 @@ RenderInput = str | RenderOptions | Mapping[str, Any]
 ContextTrajectoryInput = str | ContextTrajectory | TrajectoryCreate | Mapping[str, Any]
 #: A teacher kind (``"memory"``, ``"hindsight"``, …), or the full spec.
 TeacherInput = str | TeacherSpec | Mapping[str, Any]
+#: A teacher-scoring item: the model, or its fields, where ``continuation`` may also be
+#: a list of token ids or a text, and ``context`` a text, a list of token ids, a list of
+#: chat messages, or a context read from :meth:`reflexa.Client.distill_contexts`.
+TeacherItemInput = TeacherLogprobsItem | Mapping[str, Any]
 
 
 @dataclass(frozen=True)
@@ -502,6 +520,165 @@ def distill_contexts(
     ]
     # A read: nothing is logged or credited, so a repeat is harmless (and under a snapshot, identical).
     return Operation("POST", f"{_namespace(namespace)}/distill/contexts", _reader(ContextsResult), body=body)
+
+
+# --- teacher scoring ------------------------------------------------------------------------
+
+
+def _as_continuation(value: Any) -> Any:
+    if isinstance(value, str):
+        return {"text": value}
+    if isinstance(value, Sequence) and all(isinstance(t, int) and not isinstance(t, bool) for t in value):
+        return {"token_ids": list(value)}
+    return value
+
+
+def _as_context(value: Any) -> Any:
+    """A context read from distill_contexts (its text, else its messages), a text, token
+    ids, chat messages, or the fields themselves."""
+    if isinstance(value, BaseModel) and hasattr(value, "messages") and hasattr(value, "text"):
+        if value.text is not None:
+            return {"text": value.text}
+        messages = value.messages or []
+        return {"messages": [{"role": m.role, "content": m.content} for m in messages]}
+    if isinstance(value, str):
+        return {"text": value}
+    if isinstance(value, Sequence) and value and all(isinstance(t, int) and not isinstance(t, bool) for t in value):
+        return {"token_ids": list(value)}
+    if isinstance(value, Sequence) and value and all(isinstance(m, Mapping | BaseModel) for m in value):
+        return {"messages": [m.model_dump() if isinstance(m, BaseModel) else dict(m) for m in value]}
+    return value
+
+
+def _teacher_item(value: TeacherItemInput, field: str) -> TeacherLogprobsItem:
+    if isinstance(value, Mapping):
+        value = dict(value)
+        if "continuation" in value:
+            value["continuation"] = _as_continuation(value["continuation"])
+        if value.get("context") is not None:
+            value["context"] = _as_context(value["context"])
+    return coerce(TeacherLogprobsItem, value, field=field)
+
+
+def teacher_logprobs(
+    namespace: str,
+    items: Sequence[TeacherItemInput],
+    *,
+    contexts: TeacherContextsOptions | Mapping[str, Any] | None,
+    top_k: int | None,
+    entropy: bool | None,
+    wait: float | None,
+) -> Operation[TeacherLogprobsResult]:
+    """POST …/distill/teacher_logprobs."""
+    if isinstance(items, str | Mapping):
+        raise InvalidInput(f"items must be a list, not one {type(items).__name__}", field="items")
+    if isinstance(contexts, Mapping):
+        contexts = dict(contexts)
+        if contexts.get("teachers") is not None:
+            contexts["teachers"] = [_teacher(t, f"contexts.teachers[{i}]") for i, t in enumerate(contexts["teachers"])]
+    request = coerce(
+        TeacherLogprobsRequest,
+        {
+            "items": [_teacher_item(item, f"items[{i}]") for i, item in enumerate(items)],
+            "contexts": contexts,
+            "top_k": top_k,
+            "entropy": entropy,
+        },
+    )
+    path = f"{_namespace(namespace)}/distill/teacher_logprobs"
+    # A read, but one that costs the teacher's GPU: the server has retried the endpoint
+    # already, so a 502/504 is not sent again; only what surely did not arrive is.
+    return Operation(
+        "POST",
+        path,
+        _reader(TeacherLogprobsResult),
+        body=dump(request),
+        retry="unsent",
+        server_wait=wait or 0.0,
+    )
+
+
+# --- rubric rewards -------------------------------------------------------------------------
+
+#: What a score names: a stored trajectory's id, or an inline trajectory (a model or its fields).
+ScoreTrajectoryInput = str | TrajectoryCreate | Mapping[str, Any]
+RubricScoreItemInput = RubricScoreItem | Mapping[str, Any]
+
+
+def _rubric(namespace: str, rubric_id: str) -> str:
+    return f"{_namespace(namespace)}/rubrics/{_segment(rubric_id)}"
+
+
+def create_rubric(namespace: str, rubric: RubricCreate | Mapping[str, Any]) -> Operation[Rubric]:
+    body = coerce(RubricCreate, rubric)
+    # The id is the client's: a repeat of the same body is a replay (200), not a second rubric.
+    return Operation("POST", f"{_namespace(namespace)}/rubrics", _reader(Rubric), body=dump(body))
+
+
+def get_rubric(namespace: str, rubric_id: str) -> Operation[Rubric]:
+    return Operation("GET", _rubric(namespace, rubric_id), _reader(Rubric))
+
+
+def score_item(trajectory: ScoreTrajectoryInput, *, final_answer: Any = None, label: Any = None) -> dict[str, Any]:
+    """The fields of one scored item: a string names a stored trajectory, anything
+    else is an inline one."""
+    item: dict[str, Any] = {"final_answer": final_answer, "label": label}
+    if isinstance(trajectory, str):
+        item["trajectory_id"] = trajectory
+    else:
+        item["trajectory"] = trajectory
+    return item
+
+
+def score_rubric(
+    namespace: str, rubric_id: str, request: RubricScoreRequest | Mapping[str, Any]
+) -> Operation[RubricScore]:
+    body = coerce(RubricScoreRequest, request)
+    # Nothing is written: a repeat scores again (the same, for rule criteria).
+    return Operation("POST", f"{_rubric(namespace, rubric_id)}/score", _reader(RubricScore), body=dump(body))
+
+
+def score_rubric_batch(
+    namespace: str,
+    rubric_id: str,
+    items: Sequence[RubricScoreItemInput],
+    *,
+    snapshot: str | None,
+    skip_judged: bool,
+) -> Operation[RubricBatchScore]:
+    if isinstance(items, str | Mapping):
+        raise InvalidInput(f"items must be a list, not one {type(items).__name__}", field="items")
+    request = coerce(
+        RubricScoreBatchRequest,
+        {
+            "items": [coerce(RubricScoreItem, item, field=f"items[{i}]") for i, item in enumerate(items)],
+            "snapshot": snapshot,
+            "skip_judged": skip_judged,
+        },
+    )
+    path = f"{_rubric(namespace, rubric_id)}/score/batch"
+    return Operation("POST", path, _reader(RubricBatchScore), body=dump(request))
+
+
+def create_reward_capability(namespace: str, rubric_id: str, note: str | None) -> Operation[RewardCapabilityCreated]:
+    body = coerce(RewardCapabilityCreate, {"note": note})
+    # A repeat would mint a second secret, so only retry when the first surely did not arrive.
+    path = f"{_rubric(namespace, rubric_id)}/capabilities"
+    return Operation("POST", path, _reader(RewardCapabilityCreated), body=dump(body), retry="unsent")
+
+
+def list_reward_capabilities(
+    namespace: str, rubric_id: str, limit: int | None, cursor: str | None
+) -> Operation[Page[RewardCapability]]:
+    params = {name: str(value) for name, value in (("limit", limit), ("cursor", cursor)) if value is not None}
+    path = f"{_rubric(namespace, rubric_id)}/capabilities"
+    return Operation("GET", path, _reader(Page[RewardCapability]), params=params or None)
+
+
+def revoke_reward_capability(namespace: str, rubric_id: str, capability_id: str) -> Operation[None]:
+    # Idempotent on the server (a revoked capability stays revoked, 204), so retries are safe.
+    path = f"{_rubric(namespace, rubric_id)}/capabilities/{_segment(capability_id)}"
+    return Operation("DELETE", path, _nothing)
 
 
 # --- export ---------------------------------------------------------------------------------

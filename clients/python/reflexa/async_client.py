@@ -25,8 +25,11 @@ from reflexa._operations import (
     FiltersInput,
     OutcomeInput,
     RenderInput,
+    RubricScoreItemInput,
+    ScoreTrajectoryInput,
     StepInput,
     TeacherInput,
+    TeacherItemInput,
     TrajectoryInput,
 )
 from reflexa._retry import RetryPolicy
@@ -47,7 +50,13 @@ from reflexa.models import (
     RetrievalOutcome,
     RetrieveRequest,
     RetrieveResult,
+    RewardCapability,
+    RewardCapabilityCreated,
     Role,
+    Rubric,
+    RubricBatchScore,
+    RubricCriterion,
+    RubricScore,
     Snapshot,
     SortOrder,
     StepsAppended,
@@ -55,6 +64,8 @@ from reflexa.models import (
     TaskSort,
     TaskStats,
     TaskStatsPage,
+    TeacherContextsOptions,
+    TeacherLogprobsResult,
     Trajectory,
     TrajectoryDeleted,
     TrajectoryStatus,
@@ -487,6 +498,21 @@ class AsyncClient:
             )
         )
 
+    async def teacher_logprobs(
+        self,
+        namespace: str | None,
+        items: Sequence[TeacherItemInput],
+        *,
+        contexts: TeacherContextsOptions | Mapping[str, Any] | None = None,
+        top_k: int | None = None,
+        entropy: bool | None = None,
+        wait: float | None = None,
+    ) -> TeacherLogprobsResult:
+        """See :meth:`reflexa.Client.teacher_logprobs`."""
+        return await self._transport.send(
+            ops.teacher_logprobs(self._ns(namespace), items, contexts=contexts, top_k=top_k, entropy=entropy, wait=wait)
+        )
+
     async def export(
         self,
         namespace: str | None,
@@ -504,6 +530,80 @@ class AsyncClient:
         with DatasetFile(path, format, progress=progress, total=total, description=dataset) as out:
             await self._transport.stream(download, out)
             return out.finish()
+
+    # --- trainers: rubric rewards -----------------------------------------------------------
+
+    async def create_rubric(
+        self,
+        namespace: str | None,
+        id: str,
+        name: str,
+        criteria: Sequence[RubricCriterion | Mapping[str, Any]],
+        *,
+        task: str | None = None,
+        environment: str | None = None,
+        status: Literal["candidate", "active"] = "active",
+    ) -> Rubric:
+        """See :meth:`reflexa.Client.create_rubric`."""
+        rubric = {
+            "id": id,
+            "name": name,
+            "criteria": list(criteria),
+            "task": task,
+            "environment": environment,
+            "status": status,
+        }
+        return await self._transport.send(ops.create_rubric(self._ns(namespace), rubric))
+
+    async def get_rubric(self, namespace: str | None, rubric_id: str) -> Rubric:
+        """See :meth:`reflexa.Client.get_rubric`."""
+        return await self._transport.send(ops.get_rubric(self._ns(namespace), rubric_id))
+
+    async def score_rubric(
+        self,
+        namespace: str | None,
+        rubric_id: str,
+        trajectory: ScoreTrajectoryInput,
+        *,
+        final_answer: str | Mapping[str, Any] | None = None,
+        label: Any = None,
+        snapshot: str | None = None,
+        skip_judged: bool = False,
+    ) -> RubricScore:
+        """See :meth:`reflexa.Client.score_rubric`."""
+        item = ops.score_item(trajectory, final_answer=final_answer, label=label)
+        request = {**item, "snapshot": snapshot, "skip_judged": skip_judged}
+        return await self._transport.send(ops.score_rubric(self._ns(namespace), rubric_id, request))
+
+    async def score_rubric_batch(
+        self,
+        namespace: str | None,
+        rubric_id: str,
+        items: Sequence[RubricScoreItemInput],
+        *,
+        snapshot: str | None = None,
+        skip_judged: bool = False,
+    ) -> RubricBatchScore:
+        """See :meth:`reflexa.Client.score_rubric_batch`."""
+        return await self._transport.send(
+            ops.score_rubric_batch(self._ns(namespace), rubric_id, items, snapshot=snapshot, skip_judged=skip_judged)
+        )
+
+    async def create_reward_capability(
+        self, namespace: str | None, rubric_id: str, note: str | None = None
+    ) -> RewardCapabilityCreated:
+        """See :meth:`reflexa.Client.create_reward_capability`."""
+        return await self._transport.send(ops.create_reward_capability(self._ns(namespace), rubric_id, note))
+
+    async def list_reward_capabilities(
+        self, namespace: str | None, rubric_id: str, *, limit: int | None = None, cursor: str | None = None
+    ) -> Page[RewardCapability]:
+        """See :meth:`reflexa.Client.list_reward_capabilities`."""
+        return await self._transport.send(ops.list_reward_capabilities(self._ns(namespace), rubric_id, limit, cursor))
+
+    async def revoke_reward_capability(self, namespace: str | None, rubric_id: str, capability_id: str) -> None:
+        """See :meth:`reflexa.Client.revoke_reward_capability`."""
+        await self._transport.send(ops.revoke_reward_capability(self._ns(namespace), rubric_id, capability_id))
 
     def session_token(self, namespace: str | None = None) -> str | None:
         """See :meth:`reflexa.Client.session_token`."""

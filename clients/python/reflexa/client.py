@@ -27,8 +27,11 @@ from reflexa._operations import (
     FiltersInput,
     OutcomeInput,
     RenderInput,
+    RubricScoreItemInput,
+    ScoreTrajectoryInput,
     StepInput,
     TeacherInput,
+    TeacherItemInput,
     TrajectoryInput,
 )
 from reflexa._retry import RetryPolicy
@@ -50,7 +53,13 @@ from reflexa.models import (
     RetrievalOutcome,
     RetrieveRequest,
     RetrieveResult,
+    RewardCapability,
+    RewardCapabilityCreated,
     Role,
+    Rubric,
+    RubricBatchScore,
+    RubricCriterion,
+    RubricScore,
     Snapshot,
     SortOrder,
     StepsAppended,
@@ -58,6 +67,8 @@ from reflexa.models import (
     TaskSort,
     TaskStats,
     TaskStatsPage,
+    TeacherContextsOptions,
+    TeacherLogprobsResult,
     Trajectory,
     TrajectoryDeleted,
     TrajectoryStatus,
@@ -620,6 +631,38 @@ class Client:
             )
         )
 
+    def teacher_logprobs(
+        self,
+        namespace: str | None,
+        items: Sequence[TeacherItemInput],
+        *,
+        contexts: TeacherContextsOptions | Mapping[str, Any] | None = None,
+        top_k: int | None = None,
+        entropy: bool | None = None,
+        wait: float | None = None,
+    ) -> TeacherLogprobsResult:
+        """The server's teacher endpoint's log-probs of each item's continuation,
+        scored after the item's context: ``result.items[i].logprobs[t]`` is
+        log π_teacher(token_ids[t] | context, token_ids[:t]), aligned with the
+        continuation's tokens (the student's sampled ids, as sent).
+
+        ``items``: :class:`~reflexa.models.TeacherLogprobsItem` or its fields, where
+        ``continuation`` may be a list of token ids or a text, and ``context`` a text,
+        a list of token ids, chat messages, or a context read from
+        :meth:`distill_contexts` (``step.teachers["memory"]``); or ``ref``
+        ``{"trajectory_id", "step", "teacher"}`` for a context the server builds under
+        ``contexts`` (``{"teachers": [...], "snapshot": ...}``). ``top_k``: also the k
+        likeliest tokens at each position; ``entropy``: the teacher's entropy there.
+        ``wait``: seconds the teacher may take beyond this client's timeout.
+
+        A 502 (endpoint down, refusing, or answering nonsense) or 504 (too slow) is
+        raised as :class:`~reflexa.errors.Unavailable` with ``rule`` naming which, and
+        not retried here: the server has retried the endpoint already.
+        """
+        return self._transport.send(
+            ops.teacher_logprobs(self._ns(namespace), items, contexts=contexts, top_k=top_k, entropy=entropy, wait=wait)
+        )
+
     def export(
         self,
         namespace: str | None,
@@ -661,6 +704,95 @@ class Client:
         nothing pending). Hand it to another process's retrieve to give it this
         client's writes."""
         return self._transport.session.pending(self._ns(namespace))[0]
+
+    # --- trainers: rubric rewards -----------------------------------------------------------
+
+    def create_rubric(
+        self,
+        namespace: str | None,
+        id: str,
+        name: str,
+        criteria: Sequence[RubricCriterion | Mapping[str, Any]],
+        *,
+        task: str | None = None,
+        environment: str | None = None,
+        status: Literal["candidate", "active"] = "active",
+    ) -> Rubric:
+        """Create a rubric (a reflection of kind ``rubric``) with weighted criteria:
+        ``{"id", "text", "weight", "check"?, "stage"?}``, ``check`` a rule (``{"type":
+        "regex" | "contains" | "not_contains" | "json_path" | "numeric" | "tool_called"
+        | "max_steps", …}``), none for an LLM judge. The same body again returns it (a
+        replay); another body under ``id`` is a :class:`~reflexa.errors.Conflict`.
+        Bad criteria are :class:`~reflexa.errors.InvalidInput` naming
+        ``criteria[i].<field>`` and the rule."""
+        rubric = {
+            "id": id,
+            "name": name,
+            "criteria": list(criteria),
+            "task": task,
+            "environment": environment,
+            "status": status,
+        }
+        return self._transport.send(ops.create_rubric(self._ns(namespace), rubric))
+
+    def get_rubric(self, namespace: str | None, rubric_id: str) -> Rubric:
+        """A rubric (written by :meth:`create_rubric` or the LLM rubrics reflector)."""
+        return self._transport.send(ops.get_rubric(self._ns(namespace), rubric_id))
+
+    def score_rubric(
+        self,
+        namespace: str | None,
+        rubric_id: str,
+        trajectory: ScoreTrajectoryInput,
+        *,
+        final_answer: str | Mapping[str, Any] | None = None,
+        label: Any = None,
+        snapshot: str | None = None,
+        skip_judged: bool = False,
+    ) -> RubricScore:
+        """The rubric reward of one trajectory: a stored one by id (a string) or an
+        inline one (not stored). ``final_answer`` replaces the last step's action as
+        what ``final_answer`` checks read; ``label`` is the ground truth for
+        ``{{label}}`` in checks. ``skip_judged``: with no LLM on the server, score
+        the rule criteria alone instead of a :class:`~reflexa.errors.Unavailable`."""
+        item = ops.score_item(trajectory, final_answer=final_answer, label=label)
+        request = {**item, "snapshot": snapshot, "skip_judged": skip_judged}
+        return self._transport.send(ops.score_rubric(self._ns(namespace), rubric_id, request))
+
+    def score_rubric_batch(
+        self,
+        namespace: str | None,
+        rubric_id: str,
+        items: Sequence[RubricScoreItemInput],
+        *,
+        snapshot: str | None = None,
+        skip_judged: bool = False,
+    ) -> RubricBatchScore:
+        """Score a rollout group (or any batch) with one rubric; each item is a
+        :class:`~reflexa.models.RubricScoreItem` or its fields (``trajectory_id`` or
+        ``trajectory``, ``final_answer``, ``label``). Results in the order sent."""
+        return self._transport.send(
+            ops.score_rubric_batch(self._ns(namespace), rubric_id, items, snapshot=snapshot, skip_judged=skip_judged)
+        )
+
+    def create_reward_capability(
+        self, namespace: str | None, rubric_id: str, note: str | None = None
+    ) -> RewardCapabilityCreated:
+        """A capability URL scoring this rubric without an API key, for OpenRLHF's
+        ``--remote_rm_url``: ``client.config.base_url + created.path``. The secret is
+        shown only here. Not retried once it may have reached the server (a repeat
+        would mint a second one)."""
+        return self._transport.send(ops.create_reward_capability(self._ns(namespace), rubric_id, note))
+
+    def list_reward_capabilities(
+        self, namespace: str | None, rubric_id: str, *, limit: int | None = None, cursor: str | None = None
+    ) -> Page[RewardCapability]:
+        """One page of the rubric's capabilities, newest first, revoked ones too (never a secret)."""
+        return self._transport.send(ops.list_reward_capabilities(self._ns(namespace), rubric_id, limit, cursor))
+
+    def revoke_reward_capability(self, namespace: str | None, rubric_id: str, capability_id: str) -> None:
+        """Revoke a capability: its URL answers 404 from now on. Idempotent."""
+        self._transport.send(ops.revoke_reward_capability(self._ns(namespace), rubric_id, capability_id))
 
     # --- logging an episode as it runs ------------------------------------------------------
 

@@ -11,6 +11,7 @@ from reflexa._retry import RetryPolicy
 ENV_URL = "REFLEXA_URL"
 ENV_API_KEY = "REFLEXA_API_KEY"
 ENV_NAMESPACE = "REFLEXA_NAMESPACE"
+ENV_RUBRIC = "REFLEXA_RUBRIC"  # the rubric the trainer adapters score with (reflexa.adapters)
 
 DEFAULT_URL = "http://127.0.0.1:8080"
 DEFAULT_TIMEOUT = 30.0

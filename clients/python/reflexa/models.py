@@ -648,6 +648,298 @@ class ContextsResult(ResponseModel):
     trajectories: list[TrajectoryContexts]
 
 
+# --- teacher scoring: what is sent ----------------------------------------------------------
+
+TokenId = Annotated[int, Field(ge=0)]
+
+
+def _exactly_one(model: BaseModel, names: tuple[str, ...], what: str) -> None:
+    given = [name for name in names if getattr(model, name) is not None]
+    if len(given) != 1:
+        options = " or ".join(f"`{n}`" for n in names)
+        got = f" (got {' and '.join(given)})" if given else ""
+        raise ValueError(f"give exactly one of {options} for the {what}{got}")
+
+
+class ChatTurn(RequestModel):
+    """One chat message sent (a context's ``messages``)."""
+
+    role: Literal["system", "user", "assistant"]
+    content: str
+
+
+class TeacherContinuation(RequestModel):
+    """The student's sampled continuation: its token ids (scored as they are), or a
+    text the server tokenizes without special tokens."""
+
+    token_ids: list[TokenId] | None = Field(None, min_length=1)
+    text: str | None = Field(None, min_length=1)
+
+    @model_validator(mode="after")
+    def _one(self) -> TeacherContinuation:
+        _exactly_one(self, ("token_ids", "text"), "continuation")
+        return self
+
+
+class TeacherPrompt(RequestModel):
+    """A context given inline: ``text`` or ``messages`` (as :meth:`Client.distill_contexts`
+    returns them), or token ids. Messages need a teacher with a chat template
+    (openai_completions)."""
+
+    text: str | None = Field(None, min_length=1)
+    messages: list[ChatTurn] | None = Field(None, min_length=1)
+    token_ids: list[TokenId] | None = Field(None, min_length=1)
+
+    @model_validator(mode="after")
+    def _one(self) -> TeacherPrompt:
+        _exactly_one(self, ("text", "messages", "token_ids"), "context")
+        return self
+
+
+class TeacherContextRef(RequestModel):
+    """A context the server builds: a step of a stored trajectory under a teacher of
+    the request's ``contexts.teachers`` (``teacher`` ``None``: the plain context)."""
+
+    trajectory_id: ClientId
+    step: int = Field(ge=0)
+    teacher: str | None = Field(None, pattern=TEACHER_NAME_PATTERN)
+    rendering: Literal["text", "messages"] | None = Field(None, description="default text")
+
+
+class TeacherContextsOptions(RequestModel):
+    """How referenced contexts are built (as for a teacher-contexts request)."""
+
+    teachers: list[TeacherSpec] = Field(default_factory=list)
+    snapshot: ClientId | None = None
+    template: str | None = Field(None, pattern=TEMPLATE_NAME_PATTERN)
+    leakage: LeakageOptions | None = None
+    history_max_chars: int | None = Field(None, ge=0, le=1_000_000)
+
+
+class TeacherLogprobsItem(RequestModel):
+    """One continuation and the context to score it after: ``context`` or ``ref``."""
+
+    id: str | None = Field(None, max_length=200, description="echoed in the answer")
+    continuation: TeacherContinuation
+    context: TeacherPrompt | None = None
+    ref: TeacherContextRef | None = None
+
+    @model_validator(mode="after")
+    def _one(self) -> TeacherLogprobsItem:
+        _exactly_one(self, ("context", "ref"), "context of the continuation")
+        return self
+
+
+class TeacherLogprobsRequest(RequestModel):
+    """The body of a teacher-scoring request. ``None`` fields are left out."""
+
+    items: list[TeacherLogprobsItem] = Field(min_length=1)
+    contexts: TeacherContextsOptions | None = None
+    top_k: int | None = Field(None, ge=0, le=100)
+    entropy: bool | None = None
+
+
+# --- teacher scoring: what is read ----------------------------------------------------------
+
+
+class TopLogprob(ResponseModel):
+    token_id: int | None = Field(None, description="None: the endpoint named the token by its text only")
+    token: str | None = None
+    logprob: float
+
+
+class ContextUsed(ResponseModel):
+    """What a referenced context resolved to."""
+
+    trajectory_id: str
+    step: int
+    teacher: str | None = None
+    rendering: str
+    applicable: bool = Field(description="False: the teacher had nothing to add; the plain context was scored")
+    template_version: str
+
+
+class ScoredItem(ResponseModel):
+    """One item's scores: ``logprobs[t]`` is the teacher's log-prob of ``token_ids[t]``."""
+
+    index: int
+    id: str | None = None
+    token_ids: list[int]
+    logprobs: list[float]
+    prompt_tokens: int
+    entropies: list[float] | None = None
+    top_k: list[list[TopLogprob]] | None = None
+    context: ContextUsed | None = None
+    endpoint_ms: float
+
+
+class TeacherEndpoint(ResponseModel):
+    url: str
+    protocol: str
+    model: str | None = None
+
+
+class TeacherTiming(ResponseModel):
+    total_ms: float
+    endpoint_ms: float
+    tokenize_ms: float
+    contexts_ms: float
+    requests: int
+    retries: int
+
+
+class TeacherLogprobsResult(ResponseModel):
+    """Per item, in the order sent, the teacher's log-probs of its continuation."""
+
+    endpoint: TeacherEndpoint
+    items: list[ScoredItem]
+    timing: TeacherTiming
+
+
+# --- rubric rewards -------------------------------------------------------------------------
+
+#: The rule types of a criterion's ``check`` (a criterion without one is judged by an LLM).
+CheckType = Literal["regex", "contains", "not_contains", "json_path", "numeric", "tool_called", "max_steps"]
+#: What a check reads: the final answer (explicit, else the last action), the last action or
+#: result, or any step's action / result / observation (``any_step``: all three).
+CheckScope = Literal[
+    "final_answer", "final_action", "final_result", "any_step", "any_action", "any_result", "any_observation"
+]
+CriterionMethod = Literal["rule", "llm", "skipped"]
+
+
+class RubricCriterion(RequestModel):
+    """One weighted criterion. ``check`` (``{"type": …, …}``, see docs/trainers.md)
+    decides it by rule; without one an LLM judges it. Strings of a check may hold
+    ``{{label}}``, the scored item's ground truth."""
+
+    id: ClientId
+    text: str = Field(min_length=1, max_length=2_000)
+    weight: float = Field(ge=0)
+    check: JSONObject | None = None
+    stage: Label | None = Field(None, description="score it on the steps whose metadata.stage is this only")
+    rationale: str | None = Field(None, max_length=2_000)
+
+
+class RubricCreate(RequestModel):
+    id: ClientId
+    name: str = Field(min_length=1, max_length=200)
+    criteria: list[RubricCriterion] = Field(min_length=1, max_length=100)
+    task: str | None = Field(None, min_length=1)
+    environment: Label | None = None
+    status: Literal["candidate", "active"] = "active"
+
+
+class RubricCriterionRead(ResponseModel):
+    id: str
+    text: str
+    weight: float
+    check: JSONObject | None = None
+    stage: str | None = None
+    method: Literal["rule", "llm"]
+
+
+class Rubric(ResponseModel):
+    """A rubric (a reflection of kind ``rubric``), its criteria as the scorer reads them."""
+
+    id: str
+    namespace: str
+    name: str
+    status: str
+    version: int
+    criteria: list[RubricCriterionRead]
+    text: str
+    task: str | None = None
+    environment: str | None = None
+    reflector: str
+    created_at: datetime
+    updated_at: datetime
+
+
+class RubricScoreItem(RequestModel):
+    """One trajectory to score: ``trajectory_id`` (stored) or ``trajectory`` (inline, not stored)."""
+
+    trajectory_id: ClientId | None = None
+    trajectory: TrajectoryCreate | None = None
+    final_answer: str | JSONObject | None = Field(None, description="default: the last step's action")
+    label: Any = Field(None, description="the ground truth for {{label}}; default: metadata.label")
+
+    @model_validator(mode="after")
+    def _one_trajectory(self) -> RubricScoreItem:
+        if (self.trajectory_id is None) == (self.trajectory is None):
+            raise ValueError("give trajectory_id (a stored trajectory) or trajectory (an inline one), not both")
+        return self
+
+
+class RubricScoreRequest(RubricScoreItem):
+    snapshot: ClientId | None = None
+    skip_judged: bool = False
+
+
+class RubricScoreBatchRequest(RequestModel):
+    items: list[RubricScoreItem] = Field(min_length=1)
+    snapshot: ClientId | None = None
+    skip_judged: bool = False
+
+
+class CriterionScore(ResponseModel):
+    id: str
+    score: float | None = Field(description="in [0, 1] (rules: 0 or 1); None when skipped")
+    weight: float
+    method: CriterionMethod
+    rationale: str | None = None
+    stage: str | None = None
+
+
+class StageScore(ResponseModel):
+    stage: str
+    steps: list[int]
+    reward: float | None = None
+    criteria: list[CriterionScore]
+
+
+class RubricScore(ResponseModel):
+    """``reward`` = sum(weight * score) / sum(weight) over the scored criteria (None: none scored)."""
+
+    rubric_id: str
+    rubric_version: int
+    trajectory_id: str | None = None
+    reward: float | None = None
+    criteria: list[CriterionScore]
+    stages: list[StageScore] = Field(default_factory=list)
+
+
+class RubricBatchScore(ResponseModel):
+    rubric_id: str
+    rubric_version: int
+    items: list[RubricScore]
+    reward_mean: float | None = None
+
+
+class RewardCapabilityCreate(RequestModel):
+    note: str | None = Field(None, max_length=500)
+
+
+class RewardCapability(ResponseModel):
+    """A capability URL's record (never its secret)."""
+
+    id: str
+    namespace: str
+    rubric_id: str
+    note: str | None = None
+    created_by: str | None = None
+    created_at: datetime
+    revoked_at: datetime | None = None
+
+
+class RewardCapabilityCreated(RewardCapability):
+    """The new capability with its secret, shown once: POST OpenRLHF's queries to
+    ``base_url + path`` (no Authorization header)."""
+
+    secret: str
+    path: str
+
+
 # --- turning user input into models ---------------------------------------------------------
 
 M = TypeVar("M", bound=BaseModel)

@@ -1,0 +1,423 @@
+"""Rubric rewards inside RL trainers, through Reflexa's scoring routes: a verl
+``compute_score`` and TRL ``reward_funcs``. Only httpx and pydantic (no torch);
+everything is computed by the server (``POST …/rubrics/{id}/score/batch``).
+
+Configuration: the arguments, else the environment — ``REFLEXA_URL``,
+``REFLEXA_API_KEY`` (a ``trainer`` key), ``REFLEXA_NAMESPACE``, ``REFLEXA_RUBRIC``.
+
+verl (``custom_reward_function.path`` = this file's path, ``name`` =
+``compute_score``, or ``compute_score_batch`` with verl's ``BatchRewardManager``)::
+
+    compute_score(data_source, solution_str, ground_truth, extra_info=None, **kwargs)
+        -> {"score": reward, "rubric/<criterion id>": score, ...}
+
+or ``verl_compute_score(rubric="math", namespace="lab")`` for a configured one.
+Each sample is scored as an inline trajectory of one step: the task and
+observation are ``extra_info["question"]`` (else ``extra_info["prompt"]``, else
+``data_source``), the action and final answer are ``solution_str``, the label
+(``{{label}}`` in checks) is ``ground_truth``.
+
+TRL (``GRPOTrainer(reward_funcs=[trl_reward_func(rubric="math")], ...)``, or
+``trl_async_reward_func`` for an async one)::
+
+    reward_func(prompts, completions, **kwargs) -> list[float | None]
+
+Prompts and completions may be plain text or conversational (lists of messages):
+a completion's assistant messages become steps (an assistant message with
+``tool_calls`` is an action ``{"tool_calls": [...]}``, the ``tool`` messages after
+it its result and the next step's observation), and its last assistant text is the
+final answer. The label is the dataset column ``label_key``, else the first of
+``ground_truth``, ``solution``, ``answer``, ``label`` present in the batch (TRL
+passes dataset columns as keyword arguments). ``None`` (a reward with nothing
+scored) reaches TRL as NaN. With TRL's ``log_metric``, each criterion's mean score
+is logged as ``rubric/<criterion id>``.
+
+A scoring failure raises (after the client's retries): a trainer must not train
+on rewards that silently became zeros.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import os
+import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+from reflexa.async_client import AsyncClient
+from reflexa.client import Client
+from reflexa.config import ENV_RUBRIC
+from reflexa.models import RubricBatchScore, RubricScore
+
+DEFAULT_TIMEOUT = 300.0  # judged criteria wait on an LLM
+BATCH_SIZE = 256  # items per scoring request
+LABEL_COLUMNS = ("ground_truth", "solution", "answer", "label")
+_TRL_RESERVED = frozenset({"completion_ids", "trainer_state", "log_extra", "log_metric", "environments"})
+
+
+def _rubric(rubric: str | None) -> str:
+    chosen = rubric or os.environ.get(ENV_RUBRIC)
+    if not chosen:
+        raise ValueError(f"no rubric given: pass rubric=... or set {ENV_RUBRIC}")
+    return chosen
+
+
+def _plain(value: Any) -> Any:
+    """A dataset value as JSON (numpy scalars and arrays without importing numpy)."""
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _criterion_scores(score: RubricScore) -> dict[str, float]:
+    return {f"rubric/{c.id}": c.score if c.score is not None else math.nan for c in score.criteria}
+
+
+class _Scorer:
+    """What the adapters share: the rubric, where it lives, and a lazily built
+    client (not pickled: trainers ship reward functions to worker processes)."""
+
+    def __init__(
+        self,
+        *,
+        rubric: str | None,
+        namespace: str | None,
+        base_url: str | None,
+        api_key: str | None,
+        timeout: float,
+        skip_judged: bool,
+        snapshot: str | None,
+    ) -> None:
+        self.rubric = _rubric(rubric)
+        self.namespace = namespace
+        self.base_url = base_url
+        self.api_key = api_key
+        self.timeout = timeout
+        self.skip_judged = skip_judged
+        self.snapshot = snapshot
+        self._client: Client | None = None
+        self._async: tuple[asyncio.AbstractEventLoop, AsyncClient] | None = None
+        self._lock = threading.Lock()
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state.update(_client=None, _async=None, _lock=None)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+
+    def client(self) -> Client:
+        with self._lock:
+            if self._client is None:
+                self._client = Client(self.base_url, self.api_key, namespace=self.namespace, timeout=self.timeout)
+                self._client.config.namespace_or_default(None)  # fail now without a namespace
+            return self._client
+
+    def async_client(self) -> AsyncClient:
+        """One per event loop (an httpx.AsyncClient belongs to the loop it runs on)."""
+        loop = asyncio.get_running_loop()
+        if self._async is None or self._async[0] is not loop:
+            client = AsyncClient(self.base_url, self.api_key, namespace=self.namespace, timeout=self.timeout)
+            client.config.namespace_or_default(None)
+            self._async = (loop, client)
+        return self._async[1]
+
+    def score(self, items: Sequence[Mapping[str, Any]]) -> list[RubricScore]:
+        out: list[RubricScore] = []
+        client = self.client()
+        for start in range(0, len(items), BATCH_SIZE):
+            result: RubricBatchScore = client.score_rubric_batch(
+                None,
+                self.rubric,
+                list(items[start : start + BATCH_SIZE]),
+                snapshot=self.snapshot,
+                skip_judged=self.skip_judged,
+            )
+            out.extend(result.items)
+        return out
+
+    async def score_async(self, items: Sequence[Mapping[str, Any]]) -> list[RubricScore]:
+        out: list[RubricScore] = []
+        client = self.async_client()
+        for start in range(0, len(items), BATCH_SIZE):
+            result = await client.score_rubric_batch(
+                None,
+                self.rubric,
+                list(items[start : start + BATCH_SIZE]),
+                snapshot=self.snapshot,
+                skip_judged=self.skip_judged,
+            )
+            out.extend(result.items)
+        return out
+
+
+# --- verl -----------------------------------------------------------------------------------
+
+
+def _verl_item(data_source: Any, solution_str: str, ground_truth: Any, extra_info: Any) -> dict[str, Any]:
+    info = extra_info if isinstance(extra_info, Mapping) else {}
+    task = next(
+        (v for v in (info.get("question"), info.get("prompt"), data_source) if isinstance(v, str) and v),
+        "(verl sample)",
+    )
+    item: dict[str, Any] = {
+        "trajectory": {
+            "task": task,
+            "metadata": {"adapter": "verl", "data_source": str(data_source)},
+            "steps": [{"state": {"observation": task}, "action": solution_str}],
+        },
+        "final_answer": solution_str,
+    }
+    if ground_truth is not None:
+        item["label"] = _plain(ground_truth)
+    return item
+
+
+def _verl_result(score: RubricScore) -> dict[str, Any]:
+    reward = score.reward if score.reward is not None else 0.0
+    return {"score": reward, **_criterion_scores(score)}
+
+
+class VerlComputeScore(_Scorer):
+    """verl's custom reward function on a Reflexa rubric (see the module docstring)."""
+
+    def __init__(
+        self,
+        *,
+        rubric: str | None = None,
+        namespace: str | None = None,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
+        skip_judged: bool = False,
+        snapshot: str | None = None,
+    ) -> None:
+        super().__init__(
+            rubric=rubric,
+            namespace=namespace,
+            base_url=base_url,
+            api_key=api_key,
+            timeout=timeout,
+            skip_judged=skip_judged,
+            snapshot=snapshot,
+        )
+
+    def __call__(
+        self, data_source: Any, solution_str: str, ground_truth: Any, extra_info: Any = None, **kwargs: Any
+    ) -> dict[str, Any]:
+        """``{"score": reward, "rubric/<criterion id>": score, …}`` (a reward with nothing
+        scored is 0.0; a skipped criterion NaN)."""
+        [score] = self.score([_verl_item(data_source, solution_str, ground_truth, extra_info)])
+        return _verl_result(score)
+
+    def batch(
+        self,
+        data_sources: Iterable[Any],
+        solution_strs: Sequence[str],
+        ground_truths: Iterable[Any],
+        extra_infos: Iterable[Any] | None = None,
+        **kwargs: Any,
+    ) -> list[dict[str, Any]]:
+        """verl's BatchRewardManager form: one result per sample, in order."""
+        infos = list(extra_infos) if extra_infos is not None else [None] * len(solution_strs)
+        items = [
+            _verl_item(d, s, g, e) for d, s, g, e in zip(data_sources, solution_strs, ground_truths, infos, strict=True)
+        ]
+        return [_verl_result(score) for score in self.score(items)]
+
+
+def verl_compute_score(**config: Any) -> VerlComputeScore:
+    """A verl ``compute_score`` on one rubric; ``config``: rubric, namespace, base_url,
+    api_key, timeout, skip_judged, snapshot (the rest from the environment)."""
+    return VerlComputeScore(**config)
+
+
+_default: VerlComputeScore | None = None
+_default_lock = threading.Lock()
+
+
+def _default_scorer() -> VerlComputeScore:
+    global _default
+    with _default_lock:
+        if _default is None:
+            _default = VerlComputeScore()
+        return _default
+
+
+def compute_score(
+    data_source: Any, solution_str: str, ground_truth: Any, extra_info: Any = None, **kwargs: Any
+) -> dict[str, Any]:
+    """verl's ``compute_score`` signature, configured from the environment
+    (``REFLEXA_URL``, ``REFLEXA_API_KEY``, ``REFLEXA_NAMESPACE``, ``REFLEXA_RUBRIC``)."""
+    return _default_scorer()(data_source, solution_str, ground_truth, extra_info, **kwargs)
+
+
+def compute_score_batch(
+    data_sources: Iterable[Any],
+    solution_strs: Sequence[str],
+    ground_truths: Iterable[Any],
+    extra_infos: Iterable[Any] | None = None,
+    **kwargs: Any,
+) -> list[dict[str, Any]]:
+    """The batch form (verl's ``reward_model.reward_manager=batch``), configured from the environment."""
+    return _default_scorer().batch(data_sources, solution_strs, ground_truths, extra_infos, **kwargs)
+
+
+# --- TRL ------------------------------------------------------------------------------------
+
+
+def _content_text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):  # multimodal parts: the text ones
+        return "".join(p.get("text", "") for p in content if isinstance(p, Mapping) and p.get("type") == "text")
+    return "" if content is None else str(content)
+
+
+def _prompt_text(prompt: Any) -> tuple[str, str]:
+    """(task, observation) of a TRL prompt: plain text, or a conversation (its last
+    user message is the task; the observation is the whole conversation)."""
+    if isinstance(prompt, str):
+        return prompt, prompt
+    messages = [m for m in prompt if isinstance(m, Mapping)] if isinstance(prompt, list) else []
+    users = [_content_text(m.get("content")) for m in messages if m.get("role") == "user"]
+    transcript = "\n".join(f"{m.get('role', '?')}: {_content_text(m.get('content'))}" for m in messages)
+    return (users[-1] if users else transcript), transcript
+
+
+def _completion_steps(completion: Any, observation: str) -> tuple[list[dict[str, Any]], str]:
+    """(steps, final answer) of a TRL completion (see the module docstring)."""
+    if isinstance(completion, str):
+        return [{"state": {"observation": observation}, "action": completion}], completion
+    steps: list[dict[str, Any]] = []
+    final = ""
+    pending = observation
+    for message in completion if isinstance(completion, list) else []:
+        if not isinstance(message, Mapping):
+            continue
+        role, text = message.get("role"), _content_text(message.get("content"))
+        if role == "assistant":
+            calls = message.get("tool_calls")
+            if calls:
+                action: Any = {"tool_calls": _plain(calls)}
+                if text:
+                    action["content"] = text
+            else:
+                action = text
+                final = text
+            steps.append({"state": {"observation": pending}, "action": action})
+            pending = ""
+        elif role == "tool" and steps:
+            previous = steps[-1].get("result")
+            steps[-1]["result"] = text if previous is None else f"{previous}\n{text}"
+            pending = steps[-1]["result"]
+    if not steps:
+        steps = [{"state": {"observation": observation}, "action": ""}]
+    return steps, final
+
+
+class _TRLItems:
+    def __init__(self, label_key: str | None) -> None:
+        self.label_key = label_key
+
+    def labels(self, n: int, columns: Mapping[str, Any]) -> list[Any]:
+        if self.label_key is not None:
+            if self.label_key not in columns:
+                raise ValueError(f"label_key {self.label_key!r} is not a column of the batch ({sorted(columns)})")
+            key: str | None = self.label_key
+        else:
+            key = next((k for k in LABEL_COLUMNS if k in columns), None)
+        return [None] * n if key is None else [_plain(v) for v in columns[key]]
+
+    def build(
+        self, prompts: Sequence[Any], completions: Sequence[Any], kwargs: Mapping[str, Any]
+    ) -> list[dict[str, Any]]:
+        columns = {k: v for k, v in kwargs.items() if k not in _TRL_RESERVED}
+        labels = self.labels(len(completions), columns)
+        items = []
+        for prompt, completion, label in zip(prompts, completions, labels, strict=True):
+            task, observation = _prompt_text(prompt)
+            steps, final = _completion_steps(completion, observation)
+            item: dict[str, Any] = {
+                "trajectory": {"task": task or "(empty prompt)", "metadata": {"adapter": "trl"}, "steps": steps},
+                "final_answer": final,
+            }
+            if label is not None:
+                item["label"] = label
+            items.append(item)
+        return items
+
+
+def _log(scores: Sequence[RubricScore], log_metric: Any) -> None:
+    if not callable(log_metric):
+        return
+    per: dict[str, list[float]] = {}
+    for score in scores:
+        for c in score.criteria:
+            if c.score is not None:
+                per.setdefault(c.id, []).append(c.score)
+    for id_, values in per.items():
+        log_metric(f"rubric/{id_}", sum(values) / len(values))
+
+
+class TRLRewardFunc(_Scorer):
+    """A TRL reward function on a Reflexa rubric (sync); see the module docstring."""
+
+    def __init__(
+        self,
+        *,
+        rubric: str | None = None,
+        namespace: str | None = None,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        label_key: str | None = None,
+        name: str | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
+        skip_judged: bool = False,
+        snapshot: str | None = None,
+    ) -> None:
+        super().__init__(
+            rubric=rubric,
+            namespace=namespace,
+            base_url=base_url,
+            api_key=api_key,
+            timeout=timeout,
+            skip_judged=skip_judged,
+            snapshot=snapshot,
+        )
+        self.items = _TRLItems(label_key)
+        self.__name__ = name or f"reflexa_{self.rubric}"  # TRL logs rewards/<name>/mean
+
+    def __call__(self, prompts: Sequence[Any], completions: Sequence[Any], **kwargs: Any) -> list[float | None]:
+        scores = self.score(self.items.build(prompts, completions, kwargs))
+        _log(scores, kwargs.get("log_metric"))
+        return [s.reward for s in scores]
+
+
+class AsyncTRLRewardFunc(TRLRewardFunc):
+    """The async form: TRL awaits it on its event loop, alongside other async reward functions."""
+
+    async def __call__(  # type: ignore[override]
+        self, prompts: Sequence[Any], completions: Sequence[Any], **kwargs: Any
+    ) -> list[float | None]:
+        scores = await self.score_async(self.items.build(prompts, completions, kwargs))
+        _log(scores, kwargs.get("log_metric"))
+        return [s.reward for s in scores]
+
+
+def trl_reward_func(**config: Any) -> Callable[..., list[float | None]]:
+    """A TRL ``reward_funcs`` entry scoring completions with a rubric; ``config``:
+    rubric, namespace, base_url, api_key, label_key, name, timeout, skip_judged, snapshot."""
+    return TRLRewardFunc(**config)
+
+
+def trl_async_reward_func(**config: Any) -> AsyncTRLRewardFunc:
+    """The async form of :func:`trl_reward_func`."""
+    return AsyncTRLRewardFunc(**config)

@@ -1,0 +1,1 @@
+"""Rubric rewards: rubrics, scoring, reward capabilities (OpenRLHF)."""

@@ -81,3 +81,17 @@ def test_the_score_by_hand() -> None:
     loved = ranking.utility(1000, 0, 1000, 0.1)
     big = RankingSettings(utility_weight=2.0)
     assert ranking.score(0.5, False, loved, 1.0, big) == pytest.approx(0.5 + 0.05 * 0.5)
+
+
+def test_lexical_similarity_by_hand() -> None:
+    import math
+
+    from service.retrieval.ranking import lexical_similarities
+
+    # n = 2 candidates; df: red 1, door 2, blue 1; idf = ln((1 + n) / (1 + df)) + 1
+    a = math.log(3 / 2) + 1  # red, blue
+    sims = lexical_similarities(frozenset({"red", "door"}), ["Red door", "blue door", None])
+    assert sims[0] == pytest.approx(1.0)  # the same words
+    assert sims[1] == pytest.approx(1 / (a * a + 1))  # shares "door" (idf 1) only
+    assert sims[2] is None
+    assert lexical_similarities(frozenset(), ["red door"]) == [None]

@@ -81,6 +81,42 @@ EXPECTED: dict[str, tuple[list[str], list[str]]] = {
             r"\| [\d.]+ \| [\d.]+ \| \d+ \| [\d.]+ \|",  # a lag level
         ],
     ),
+    "distill": (
+        [
+            "## Distillation: teacher contexts and dataset export",
+            "### Setup: memory and snapshot",
+            "### Teacher contexts (POST …/distill/contexts)",
+            "### Raw floor for contexts (one process, no HTTP)",
+            "### Dataset export (GET …/export)",
+            "### Against the issue",
+        ],
+        [
+            r"\| sqlite \| 24 \(120\) \|",  # the background memory
+            r"\| sqlite \| batch 1( ⚠)? \| 8 \| 40 \| 160 \|",  # 8 trajectories × 5 steps × (1 + 3 teachers)
+            r"\| sqlite \| batch 1 \| 40 \| \d+ \|",  # its floor
+            *(rf"\| sqlite \| {d} \| {f} \| [\d,]+ \|" for d in ("trajectories", "sft") for f in ("jsonl", "parquet")),
+        ],
+    ),
+    "advantages": (
+        [
+            "## Shaped advantages and teacher scoring",
+            "### POST /v1/distill/advantages",
+            "### Where the server's time goes (in process, ms p50)",
+            "### Raw floor (one process, no HTTP)",
+            "### Teacher scoring (POST …/distill/teacher_logprobs)",
+            "### Against the issue",
+        ],
+        [
+            # each method over HTTP: 2 groups × 4 trajectories × 64 tokens
+            *(
+                rf"\| {m}( \([^|]*\))?( ⚠)? \| 8 × 64 \| [\d.]+ \|"
+                for m in ("grpo", "token_signal", "direct_opd", "step_shaping", "horizon_agreement")
+            ),
+            r"\| grpo \| [\d.]+ \| [\d.]+ \| [\d.]+ \|",  # its floor (and its stages)
+            r"\| token_ids \| 4 × 8 \| 8 \| 1 \|",  # teacher scoring: 4 items × 8 tokens, one scoring call
+            r"\| text \| 4 × 8 \| 9 \| 1 \|",  # … after text contexts (8 words and a BOS)
+        ],
+    ),
 }
 
 

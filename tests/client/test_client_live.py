@@ -14,7 +14,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import httpx
 import pytest
@@ -446,6 +446,7 @@ def test_every_client_route_exists_in_the_servers_openapi(live_server: Any) -> N
         "list_reward_capabilities": ("nsx", "idx", 10, "c"),
         "revoke_reward_capability": ("nsx", "idx", "cidx"),
         "teacher_logprobs": ("nsx", [{"context": "a b", "continuation": [1, 2]}]),
+        "distill_advantages": ("grpo", [{"group_id": "g", "trajectories": [{"id": "a", "reward": 1.0}]}]),
     }
     keywords: dict[str, dict[str, Any]] = {
         "list_tasks": {
@@ -463,6 +464,7 @@ def test_every_client_route_exists_in_the_servers_openapi(live_server: Any) -> N
         "distill_contexts": dict.fromkeys(("snapshot", "leakage", "template", "history_max_chars", "include", "steps")),
         "score_rubric_batch": {"snapshot": None, "skip_judged": False},
         "teacher_logprobs": dict.fromkeys(("contexts", "top_k", "entropy", "wait")),
+        "distill_advantages": {"params": {"std": False}},
     }
     builders = {
         name
@@ -506,6 +508,11 @@ def test_every_client_route_exists_in_the_servers_openapi(live_server: Any) -> N
         "ChatTurn": models.ChatTurn,
         "TeacherContextRef": models.TeacherContextRef,
         "TeacherContextsOptions": models.TeacherContextsOptions,
+        "AdvantagesRequest": models.AdvantagesRequest,
+        "AdvantageGroup": models.AdvantageGroup,
+        "AdvantageTrajectory": models.AdvantageTrajectory,
+        "Logprobs": models.Logprobs,
+        "TeacherTopK": models.TeacherTopK,
         # answers
         "TrajectoryRead": models.Trajectory,
         "RetrieveResponse": models.RetrieveResult,
@@ -528,9 +535,18 @@ def test_every_client_route_exists_in_the_servers_openapi(live_server: Any) -> N
         "ContextUsed": models.ContextUsed,
         "TeacherEndpointRead": models.TeacherEndpoint,
         "TeacherTiming": models.TeacherTiming,
+        "AdvantagesResponse": models.AdvantagesResponse,
+        "TrajectoryAdvantages": models.TrajectoryAdvantages,
+        "Diagnostics": models.Diagnostics,
+        "BatchDiagnostics": models.BatchDiagnostics,
+        "GroupDiagnostics": models.GroupDiagnostics,
+        "Stats": models.Stats,
     }
     for server_name, model in mirrored.items():
         assert set(model.model_fields) == set(schemas[server_name]["properties"]), server_name
+    # The advantage methods the client lets through are exactly the server's.
+    methods = schemas["AdvantagesRequest"]["properties"]["method"]["enum"]
+    assert set(get_args(models.AdvantageMethod)) == set(methods)
     # A snapshot read has no retrieval to credit: the server may answer null.
     retrieval_id = schemas["RetrieveResponse"]["properties"]["retrieval_id"]
     assert {"type": "null"} in retrieval_id.get("anyOf", []), retrieval_id

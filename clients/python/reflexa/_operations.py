@@ -21,6 +21,9 @@ from pydantic import BaseModel, ValidationError
 from reflexa._retry import RetryMode
 from reflexa.errors import InvalidInput, InvalidResponse
 from reflexa.models import (
+    AdvantageGroup,
+    AdvantagesRequest,
+    AdvantagesResponse,
     BatchResult,
     ContextsRequest,
     ContextsResult,
@@ -92,6 +95,9 @@ TeacherInput = str | TeacherSpec | Mapping[str, Any]
 #: a list of token ids or a text, and ``context`` a text, a list of token ids, a list of
 #: chat messages, or a context read from :meth:`reflexa.Client.distill_contexts`.
 TeacherItemInput = TeacherLogprobsItem | Mapping[str, Any]
+#: A rollout group of POST /v1/distill/advantages: the model, or its fields
+#: (``{"group_id": …, "trajectories": [{"id", "reward", "mask", "logprobs", …}]}``).
+AdvantageGroupInput = AdvantageGroup | Mapping[str, Any]
 
 
 @dataclass(frozen=True)
@@ -596,6 +602,31 @@ def teacher_logprobs(
         retry="unsent",
         server_wait=wait or 0.0,
     )
+
+
+# --- shaped advantages ---------------------------------------------------------------------
+
+
+def distill_advantages(
+    method: str, groups: Sequence[AdvantageGroupInput], *, params: Mapping[str, Any] | None
+) -> Operation[AdvantagesResponse]:
+    """POST /v1/distill/advantages (not namespaced: nothing is read or stored). The
+    groups are checked here (a field's error names ``groups[i].trajectories[j]…``);
+    ``params`` goes as given, its nulls included, and the server checks it."""
+    if isinstance(groups, str | Mapping):
+        raise InvalidInput(f"groups must be a list, not one {type(groups).__name__}", field="groups")
+    if params is not None and not isinstance(params, Mapping):
+        raise InvalidInput(f"params must be a mapping, not {type(params).__name__}", field="params")
+    request = coerce(
+        AdvantagesRequest,
+        {
+            "method": method,
+            "params": dict(params) if params is not None else None,
+            "groups": [coerce(AdvantageGroup, group, field=f"groups[{i}]") for i, group in enumerate(groups)],
+        },
+    )
+    # Pure arithmetic on what is sent: the same body gives the same answer, so a repeat is harmless.
+    return Operation("POST", "/v1/distill/advantages", _reader(AdvantagesResponse), body=dump(request))
 
 
 # --- rubric rewards -------------------------------------------------------------------------

@@ -19,6 +19,7 @@ import httpx
 from reflexa import _operations as ops
 from reflexa._download import DatasetFile
 from reflexa._operations import (
+    AdvantageGroupInput,
     ContextTrajectoryInput,
     ExportDataset,
     ExportFormat,
@@ -37,6 +38,8 @@ from reflexa._transport import AsyncTransport
 from reflexa.config import DEFAULT_TIMEOUT, ClientConfig
 from reflexa.errors import ConsistencyTimeout, ReflexaError
 from reflexa.models import (
+    AdvantageMethod,
+    AdvantagesResponse,
     BatchResult,
     ContextRendering,
     ContextsResult,
@@ -512,6 +515,16 @@ class AsyncClient:
         return await self._transport.send(
             ops.teacher_logprobs(self._ns(namespace), items, contexts=contexts, top_k=top_k, entropy=entropy, wait=wait)
         )
+
+    async def distill_advantages(
+        self,
+        method: AdvantageMethod,
+        groups: Sequence[AdvantageGroupInput],
+        *,
+        params: Mapping[str, Any] | None = None,
+    ) -> AdvantagesResponse:
+        """See :meth:`reflexa.Client.distill_advantages`."""
+        return await self._transport.send(ops.distill_advantages(method, groups, params=params))
 
     async def export(
         self,

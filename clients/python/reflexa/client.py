@@ -21,6 +21,7 @@ import httpx
 from reflexa import _operations as ops
 from reflexa._download import DatasetFile
 from reflexa._operations import (
+    AdvantageGroupInput,
     ContextTrajectoryInput,
     ExportDataset,
     ExportFormat,
@@ -40,6 +41,8 @@ from reflexa.config import DEFAULT_TIMEOUT, ClientConfig
 from reflexa.episode import Episode, EpisodeErrorCallback
 from reflexa.errors import ConsistencyTimeout, ReflexaError
 from reflexa.models import (
+    AdvantageMethod,
+    AdvantagesResponse,
     BatchResult,
     ContextRendering,
     ContextsResult,
@@ -662,6 +665,36 @@ class Client:
         return self._transport.send(
             ops.teacher_logprobs(self._ns(namespace), items, contexts=contexts, top_k=top_k, entropy=entropy, wait=wait)
         )
+
+    def distill_advantages(
+        self,
+        method: AdvantageMethod,
+        groups: Sequence[AdvantageGroupInput],
+        *,
+        params: Mapping[str, Any] | None = None,
+    ) -> AdvantagesResponse:
+        """Shaped per-token advantages for a batch of rollout groups (POST
+        /v1/distill/advantages; not namespaced, nothing is stored): ``method`` one of
+        ``grpo``, ``token_signal`` (SEED / on-policy distillation), ``direct_opd``,
+        ``step_shaping`` (StepOPSD), ``horizon_agreement`` (TurnSight); formulas and
+        ``params`` in docs/distillation.md.
+
+        ``groups``: :class:`~reflexa.models.AdvantageGroup` or its fields,
+        ``{"group_id", "trajectories": [{"id", "reward", "token_steps"?, "mask"?,
+        "logprobs"?: {"student", "teacher"?, "pre"?, "post"?}, "teacher_entropy"?,
+        "teacher_topk"?, "advantages"?}]}``, every per-token list one entry per token
+        (lists, tuples or 1-d arrays). ``params`` is sent as given, a ``None`` in it
+        included (step_shaping's ``budget=None``: no budget).
+
+        The answer's ``trajectories`` come in request order (groups, then
+        trajectories), each ``advantages`` aligned with the tokens sent (0 where
+        ``mask`` is 0); ``diagnostics.batch`` and ``diagnostics.groups`` hold order
+        consistency, length correlation, clip and entropy shares, sign flips. A
+        refused body is :class:`~reflexa.errors.InvalidInput` naming the field
+        (``groups[0].trajectories[2].mask``, ``params.lambda``). Retried like a read:
+        the same body always gives the same answer.
+        """
+        return self._transport.send(ops.distill_advantages(method, groups, params=params))
 
     def export(
         self,

@@ -940,6 +940,154 @@ class RewardCapabilityCreated(RewardCapability):
     path: str
 
 
+# --- shaped advantages (POST /v1/distill/advantages) ----------------------------------------
+
+#: The methods of POST /v1/distill/advantages (docs/distillation.md).
+AdvantageMethod = Literal["grpo", "token_signal", "direct_opd", "step_shaping", "horizon_agreement"]
+SIGNAL_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,63}$"
+SignalName = Annotated[str, Field(pattern=SIGNAL_NAME_PATTERN)]
+TokenFloats = list[float]
+#: One list of log-probs, or several by name (``{"hindsight@1": [...], "hindsight@4": [...]}``).
+NamedFloats = TokenFloats | dict[SignalName, TokenFloats]
+
+
+class Logprobs(RequestModel):
+    """The sampled tokens' log-probs (natural log, <= 0) under each model or context, one
+    entry per token of the trajectory; a plain list is named ``default`` where a name is needed."""
+
+    student: TokenFloats | None = Field(None, description="log π_S(y_t | plain context): the student, as sampled")
+    teacher: NamedFloats | None = Field(
+        None, description="log π_T(y_t | teacher context); several teachers (hindsight horizons) as {NAME: [float]}"
+    )
+    pre: NamedFloats | None = Field(None, description="direct_opd: log π_pre(y_t) under the pre-RL checkpoint(s)")
+    post: NamedFloats | None = Field(None, description="direct_opd: log π_post(y_t) under the post-RL checkpoint(s)")
+
+
+class TeacherTopK(RequestModel):
+    """Per token, the teacher's k likeliest next tokens: their teacher log-probs and the
+    student's log-probs of the same tokens (token_signal's entropy rule)."""
+
+    teacher: list[list[float]] = Field(description="(tokens × k) the teacher's top-k log-probs")
+    student: list[list[float]] = Field(description="(tokens × k) the student's log-probs of those tokens")
+
+
+class AdvantageTrajectory(RequestModel):
+    """One rollout's tokens: every per-token list has one entry per token (a padded
+    response tensor may be sent as is, with mask 0 on the padding)."""
+
+    id: ClientId
+    reward: float = Field(description="the outcome reward R (what GRPO and the order diagnostics compare)")
+    token_steps: list[int] | None = Field(
+        None, description="the step (turn) each token belongs to: integers >= 0, non-decreasing; default: all step 0"
+    )
+    mask: list[int] | None = Field(
+        None, description="1: the student's own sampled token; 0: not (prompt, tool output): advantage 0, no statistic"
+    )
+    logprobs: Logprobs | None = None
+    teacher_entropy: TokenFloats | None = Field(None, description="the teacher's entropy at each token (nats)")
+    teacher_topk: TeacherTopK | None = None
+    advantages: TokenFloats | float | None = Field(
+        None, description="the trainer's own outcome advantage A, per token or one number; default: GRPO's"
+    )
+
+
+class AdvantageGroup(RequestModel):
+    group_id: ClientId = Field(description="the rollout group: siblings sampled for the same prompt")
+    trajectories: list[AdvantageTrajectory] = Field(min_length=1)
+
+
+class AdvantagesRequest(RequestModel):
+    """The body of POST /v1/distill/advantages. ``params`` is sent as given (a ``null``
+    in it is a value: step_shaping's ``budget: null`` is no budget)."""
+
+    method: AdvantageMethod
+    params: JSONObject | None = Field(None, description="the method's parameters (docs/distillation.md)")
+    groups: list[AdvantageGroup] = Field(min_length=1)
+
+
+class TrajectoryAdvantages(ResponseModel):
+    """One trajectory's answer, every per-token list aligned with the tokens sent."""
+
+    id: str
+    group_id: str
+    advantage: float | None = Field(description="the outcome advantage A used (null: a per-token list was sent)")
+    advantages: list[float] = Field(description="per token; 0 on masked tokens")
+    token_rewards: list[float] | None = Field(None, description="per token: r_t after regulation; 0 on masked tokens")
+    steps: list[int] | None = Field(None, description="step methods: the step indices, in order")
+    step_signal: list[float] | None = Field(None, description="per step: step_shaping g_s; horizon_agreement z_s")
+    step_scale: list[float] | None = Field(None, description="per step: A'_s / A")
+
+
+class Stats(ResponseModel):
+    mean: float
+    std: float
+    min: float
+    p1: float
+    p5: float
+    p25: float
+    p50: float
+    p75: float
+    p95: float
+    p99: float
+    max: float
+
+
+class BatchDiagnostics(ResponseModel):
+    """Over the batch's unmasked tokens (docs/distillation.md, "Diagnostics")."""
+
+    method: str
+    trajectories: int
+    groups: int
+    tokens: int = Field(description="unmasked tokens (every statistic is over these)")
+    steps: int = Field(description="steps with at least one unmasked token")
+    trainer_advantages: int = Field(description="trajectories whose A the trainer sent")
+    advantages: Stats | None = None
+    token_reward: Stats | None = Field(None, description="r_t after regulation")
+    token_reward_raw: Stats | None = Field(None, description="r_t before regulation")
+    order_consistency: float | None = Field(
+        None, description="Uni-OPD: share of sibling pairs with R_i > R_j whose summed signal S_i > S_j (ties ½)"
+    )
+    order_pairs: int | None = None
+    length_correlation: float | None = Field(None, description="Pearson r of summed signal and unmasked length")
+    clipped_tokens_share: float | None = None
+    clipped_steps_share: float | None = Field(None, description="step_shaping: steps with |g_s| > alpha")
+    entropy_tokens_share: float | None = Field(None, description="tokens under the entropy rule")
+    sign_flips: int = Field(description="tokens whose returned advantage has the opposite sign of A")
+    sign_flips_prevented: int | None = Field(None, description="step methods: steps the guard kept from flipping")
+    budget_scaled: int | None = Field(None, description="step_shaping: trajectories scaled down to the budget")
+    agreement_share: float | None = Field(None, description="horizon_agreement: steps where every horizon agrees")
+
+
+class GroupDiagnostics(ResponseModel):
+    group_id: str
+    trajectories: int
+    tokens: int
+    reward_mean: float
+    reward_std: float | None = Field(description="sample std (null for a group of one)")
+    sign_flips: int
+    order_consistency: float | None = None
+    order_pairs: int | None = None
+    length_correlation: float | None = None
+    signal_mean: float | None = Field(None, description="mean over the group of the summed signal S_i")
+    clipped_tokens_share: float | None = None
+    sign_flips_prevented: int | None = None
+
+
+class Diagnostics(ResponseModel):
+    batch: BatchDiagnostics
+    groups: list[GroupDiagnostics]
+
+
+class AdvantagesResponse(ResponseModel):
+    """Per trajectory, in request order (groups, then trajectories), its advantages; and
+    the diagnostics of the batch and of each group."""
+
+    method: str
+    params: JSONObject = Field(description="every parameter with the value used (defaults filled in)")
+    trajectories: list[TrajectoryAdvantages]
+    diagnostics: Diagnostics
+
+
 # --- turning user input into models ---------------------------------------------------------
 
 M = TypeVar("M", bound=BaseModel)

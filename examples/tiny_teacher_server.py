@@ -13,8 +13,9 @@ vllm/entrypoints/serve/tokenize/protocol.py):
   ``prompt_logprobs``: ``None`` for the first position, then for every later
   position ``{token_id: {logprob, rank, decoded_token}}`` holding the token itself
   and the k likeliest (vLLM's rank: 1 + the number of tokens more likely).
-  ``max_tokens`` tokens are generated greedily (Reflexa asks for 1). One forward
-  pass per sequence: log π(ids[p] | ids[:p]) is row p-1 of the log-softmax.
+  With ``max_tokens`` > 0 one token is generated, greedily (Reflexa asks for 1).
+  One forward pass per request, its prompts padded into one batch: log π(ids[p] |
+  ids[:p]) is row p-1 of the log-softmax.
 - ``POST /tokenize``: ``{prompt, add_special_tokens}`` (default true) or
   ``{messages, add_generation_prompt}`` (a ``[role]`` transcript, the way
   Reflexa's plain context text is written) → ``{count, max_model_len, tokens}``.
@@ -67,42 +68,42 @@ class _Scorer:
         self.tokenizer = tokenizer
         self.lock = lock if lock is not None else nullcontext()
         self.vocab = tokenizer.get_vocab_size(with_added_tokens=True)
+        self.names = [tokenizer.id_to_token(t) or "" for t in range(self.vocab)]
         self.max_len = int(getattr(model.config, "max_position_embeddings", 2048))
 
-    def log_softmax(self, ids: Sequence[int]) -> torch.Tensor:
-        """[len(ids), vocab]: row p is log π(· | ids[:p+1])."""
+    def log_softmax(self, prompts: Sequence[Sequence[int]]) -> list[torch.Tensor]:
+        """Per prompt [len, vocab]: row p is log π(· | ids[:p+1]); one padded forward pass."""
         device = next(self.model.parameters()).device
+        longest = max(len(ids) for ids in prompts)
+        batch = torch.zeros((len(prompts), longest), dtype=torch.long)
+        mask = torch.zeros_like(batch)
+        for b, ids in enumerate(prompts):
+            batch[b, : len(ids)] = torch.tensor(list(ids))
+            mask[b, : len(ids)] = 1
         with self.lock, torch.no_grad():
-            logits = self.model(torch.tensor([list(ids)], device=device)).logits[0]
-        return torch.log_softmax(logits.float(), dim=-1).cpu()
-
-    def decoded(self, token: int) -> str:
-        return self.tokenizer.id_to_token(token) or ""
+            logits = self.model(input_ids=batch.to(device), attention_mask=mask.to(device)).logits
+        rows = torch.log_softmax(logits.float(), dim=-1).cpu()
+        return [rows[b, : len(ids)] for b, ids in enumerate(prompts)]
 
     def positions(self, ids: Sequence[int], rows: torch.Tensor, k: int) -> list[dict[str, Any] | None]:
         """vLLM's prompt_logprobs: None first, then the token itself and the top k per position."""
-        n = len(ids)
-        if n < 2:
-            return [None] * n
-        target = torch.tensor(list(ids[1:]))
-        scores = rows[: n - 1]
-        chosen = scores.gather(1, target[:, None])[:, 0]
-        ranks = (scores > chosen[:, None]).sum(dim=1) + 1
-        width = scores.shape[1] if k == -1 else min(k, scores.shape[1])
-        top_values, top_ids = torch.topk(scores, width, dim=1) if width else (None, None)
-        out: list[dict[str, Any] | None] = [None]
-        for p in range(n - 1):
-            token = int(target[p])
-            entry = {str(token): self._entry(token, float(chosen[p]), int(ranks[p]))}
-            if width:
-                assert top_values is not None and top_ids is not None
-                for r, (t, lp) in enumerate(zip(top_ids[p].tolist(), top_values[p].tolist(), strict=True)):
+        if len(ids) < 2:
+            return [None] * len(ids)
+        targets = list(ids[1:])
+        scores = rows[: len(ids) - 1]
+        chosen = scores.gather(1, torch.tensor(targets)[:, None])[:, 0]
+        ranks = ((scores > chosen[:, None]).sum(dim=1) + 1).tolist()
+        entries = [{str(t): self._entry(t, lp, r)} for t, lp, r in zip(targets, chosen.tolist(), ranks, strict=True)]
+        width = scores.shape[1] if k == -1 else min(max(k, 0), scores.shape[1])
+        if width:
+            values, indices = torch.topk(scores, width, dim=1)
+            for entry, top_ids, top_values in zip(entries, indices.tolist(), values.tolist(), strict=True):
+                for r, (t, lp) in enumerate(zip(top_ids, top_values, strict=True)):
                     entry.setdefault(str(t), self._entry(t, lp, r + 1))
-            out.append(entry)
-        return out
+        return [None, *entries]
 
     def _entry(self, token: int, logprob: float, rank: int) -> dict[str, Any]:
-        return {"logprob": max(logprob, MIN_LOGPROB), "rank": rank, "decoded_token": self.decoded(token)}
+        return {"logprob": max(logprob, MIN_LOGPROB), "rank": rank, "decoded_token": self.names[token]}
 
     def completions(self, body: dict[str, Any]) -> tuple[int, Any, int, int]:
         prompt = body.get("prompt")
@@ -122,13 +123,12 @@ class _Scorer:
         k = body.get("prompt_logprobs")
         max_tokens = int(body.get("max_tokens") or 0)
         choices = []
-        for index, ids in enumerate(prompts):
-            rows = self.log_softmax(ids)
+        for index, (ids, rows) in enumerate(zip(prompts, self.log_softmax(prompts), strict=True)):
             generated = [int(torch.argmax(rows[-1]))] if max_tokens else []
             choices.append(
                 {
                     "index": index,
-                    "text": " ".join(self.decoded(t) for t in generated),
+                    "text": " ".join(self.names[t] for t in generated),
                     "logprobs": None,
                     "finish_reason": "length",
                     "stop_reason": None,

@@ -2,8 +2,8 @@
 policy gradient, with Reflexa in the loop for memory, teacher contexts, teacher
 scoring and shaped per-token advantages.
 
-    python -m examples.trainer_loop --self-contained --iterations 60
-    python -m examples.trainer_loop --url http://127.0.0.1:8080 --api-key rfx_... --iterations 60
+    python -m examples.trainer_loop --self-contained --iterations 30
+    python -m examples.trainer_loop --url http://127.0.0.1:8080 --api-key rfx_... --iterations 30
 
 Per iteration, for every task, a rollout group of G episodes is sampled with the
 policy, then, through the public client only:
@@ -12,9 +12,10 @@ policy, then, through the public client only:
 2. pin memory: ``create_snapshot`` (deleted at the end of the iteration);
 3. teacher contexts: ``distill_contexts`` with a ``memory`` and a ``hindsight`` teacher,
    under the snapshot;
-4. teacher scoring: ``teacher_logprobs`` of the sampled tokens after each step's
+4. teacher scoring: ``teacher_logprobs`` of the action words after each step's
    teacher contexts (Reflexa asks its configured teacher endpoint);
-5. the student's own log-probs after the plain contexts, computed here;
+5. the student's own log-probs of the sampled actions after the plain contexts,
+   computed here;
 6. ``distill_advantages`` with ``token_signal`` (SEED / on-policy distillation: beta
    times the teacher-student log-prob gap per token, on top of the outcome advantage
    of the group: Dr. GRPO by default, GRPO with ``--std``);
@@ -25,7 +26,7 @@ It prints per iteration the mean reward, the success rate and the diagnostics of
 signal (order consistency, clip share, length correlation, …).
 
 The task ("say the word the state names"): four panels of three coloured lamps; an
-episode reads one panel, one lamp per step ("lamp 2 of 3 on panel b is red."), and
+episode reads one panel, one lamp per step ("lamp 2 of 3 on panel b is red"), and
 the action is the lamp's colour (red, blue, green or yellow). A wrong name ends the
 episode; the step reward is 1 for a right name, the outcome reward the share of the
 panel named, success all three.
@@ -34,17 +35,19 @@ The policy: a randomly initialised two-layer Llama (width 32) built from a confi
 with a WordLevel tokenizer built here with ``tokenizers``; nothing is downloaded. Its
 prompt at a step is the plain context Reflexa's default template renders for that
 step (the task as the system message, the history, the observation; checked
-against the server's every iteration, token for token), then ``[assistant]``; it
-samples the action word from its next-token distribution renormalised over the four
-colours. The token signal compares full-vocabulary log-probs of the sampled word
-under the two contexts, the teacher's and the student's.
+against the server's every iteration, token for token), and the action is the next
+token, sampled from the LM's next-token distribution renormalised over the four
+colours. The teacher is read the same way: every colour is scored after each
+teacher context and renormalised, so the signal compares two policies over the
+same actions, each as it would sample.
 
-The teacher: with ``--teacher self`` (the default) the policy itself, served by
-examples/tiny_teacher_server.py over vLLM's completions protocol: SEED's signal,
-the shift that privileged context causes on the actions actually taken; with
-``--teacher frozen`` a second tiny model of the same shape, never trained. Neither
-knows anything a random network does not, which is why ``--beta`` is small by
-default: the diagnostics show how far such a signal agrees with the outcome.
+The teacher, served by examples/tiny_teacher_server.py over vLLM's completions
+protocol: with ``--teacher trained`` (the default) a second tiny model of the same
+shape taught the panels by a hundred supervised steps before the loop starts
+(on-policy distillation from a teacher that knows the task); with ``--teacher
+self`` the policy itself (SEED's signal: the shift that privileged context causes
+on the actions actually taken); with ``--teacher frozen`` a second tiny model,
+random and never trained. The diagnostics tell them apart.
 
 ``--self-contained`` starts everything: the teacher endpoint (a thread) and Reflexa
 (``reflexa serve`` on SQLite in a temporary directory, the hashing embedder, the
@@ -109,7 +112,8 @@ class Panel:
         return PANELS[self.name]
 
     def observation(self) -> str:
-        return f"lamp {self.named + 1} of {len(self.lamps)} on panel {self.name} is {self.lamps[self.named]}."
+        # The colour comes last: the action is the next word of the context.
+        return f"lamp {self.named + 1} of {len(self.lamps)} on panel {self.name} is {self.lamps[self.named]}"
 
     def step(self, action: str) -> tuple[str, float]:
         """(the result text, the step's reward)."""
@@ -216,14 +220,13 @@ def plain_context(task: str, history: Sequence[tuple[str, str, str]], observatio
 
 
 class Policy:
-    """The LM as a policy over the action words: the next-token distribution after
-    the context and ``[assistant]``, renormalised over the actions."""
+    """The LM as a policy over the action words: its next-token distribution after the
+    context, renormalised over the actions (one token each)."""
 
     def __init__(self, model: LlamaForCausalLM, tokenizer: Tokenizer, lock: threading.Lock) -> None:
         self.model = model
         self.tokenizer = tokenizer
         self.lock = lock
-        self.header = tokenizer.encode("[assistant]", add_special_tokens=False).ids
         self.action_ids = [tokenizer.token_to_id(a) for a in ACTIONS]
         self.pad = tokenizer.token_to_id(PAD)
 
@@ -240,13 +243,56 @@ class Policy:
             mask[b, : len(s)] = 1
         return torch.log_softmax(self.model(input_ids=ids, attention_mask=mask).logits.float(), dim=-1)
 
+    def action_logprobs(self, contexts: Sequence[Sequence[int]]) -> torch.Tensor:
+        """[batch, actions]: log π(action | context), renormalised over the actions (with the graph)."""
+        rows = self.log_softmax(contexts)
+        last = torch.stack([rows[b, len(c) - 1, self.action_ids] for b, c in enumerate(contexts)])
+        return torch.log_softmax(last, dim=-1)
+
     def sample(self, contexts: Sequence[list[int]], generator: torch.Generator) -> list[int]:
         """An action index per context, sampled from the renormalised distribution."""
-        prompts = [c + self.header for c in contexts]
         with self.lock, torch.no_grad():
-            rows = self.log_softmax(prompts)
-        last = torch.stack([rows[b, len(p) - 1, self.action_ids] for b, p in enumerate(prompts)])
-        return torch.multinomial(torch.softmax(last, dim=-1), 1, generator=generator)[:, 0].tolist()
+            last = self.action_logprobs(contexts)
+        return torch.multinomial(last.exp(), 1, generator=generator)[:, 0].tolist()
+
+
+def perfect_contexts(policy: Policy) -> list[tuple[list[int], int]]:
+    """(plain context ids, the right action's index) at every step of every panel,
+    read without a mistake."""
+    out = []
+    for task, name in zip(TASKS, PANELS, strict=True):
+        env, history = Panel(name), []
+        while not env.done:
+            observation, colour = env.observation(), env.lamps[env.named]
+            out.append(
+                (
+                    policy.context_ids(plain_context(task, history, observation)),
+                    ACTIONS.index(colour),
+                )
+            )
+            result, _ = env.step(colour)
+            history.append((observation, colour, result))
+    return out
+
+
+def teach(policy: Policy, steps: int, lr: float = 0.01) -> float:
+    """A few supervised steps (full-vocabulary cross-entropy of the right colour after
+    the plain context at every step of every panel, one batch) make a teacher that
+    knows the task. Returns its accuracy (argmax over the colours)."""
+    examples = perfect_contexts(policy)
+    contexts = [c for c, _ in examples]
+    targets = torch.tensor([policy.action_ids[a] for _, a in examples])
+    last = torch.tensor([len(c) - 1 for c in contexts])
+    optimizer = torch.optim.Adam(policy.model.parameters(), lr=lr)
+    for _ in range(steps):
+        rows = policy.log_softmax(contexts)[torch.arange(len(contexts)), last]
+        loss = -rows[torch.arange(len(contexts)), targets].mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    with torch.no_grad():
+        chosen = policy.action_logprobs(contexts).argmax(dim=-1)
+    return float((chosen == torch.tensor([a for _, a in examples])).float().mean())
 
 
 # --- rollouts -----------------------------------------------------------------------------------
@@ -333,36 +379,33 @@ TEACHERS = [
     {"kind": "hindsight", "horizon": 1},
 ]
 TEACHER_NAMES = ("memory", "hindsight@1")
-MAX_ITEMS = 500  # teacher items per request (the server's teacher.max_items is 1000 by default)
+MAX_ITEMS = 1000  # teacher items per request (the server's teacher.max_items, by default)
 
 
 @dataclass
 class Scored:
-    """One trajectory on the token axis: per step its continuation, the header
-    ``[assistant]`` (mask 0) then the sampled action word (mask 1)."""
+    """One trajectory on the token axis: one token per step, the sampled action word
+    (every token the student's own: mask 1)."""
 
     rollout: Rollout
-    continuations: list[list[int]]  # per step
+    tokens: list[int]
     teacher: dict[str, list[float]] = field(default_factory=dict)  # per teacher name, per token
 
     @property
-    def tokens(self) -> list[int]:
-        return [t for c in self.continuations for t in c]
-
-    @property
     def mask(self) -> list[int]:
-        return [int(j == len(c) - 1) for c in self.continuations for j in range(len(c))]
+        return [1] * len(self.tokens)
 
     @property
     def token_steps(self) -> list[int]:
-        return [i for i, c in enumerate(self.continuations) for _ in c]
+        return list(range(len(self.tokens)))
 
 
 @dataclass
 class StudentPass:
-    """The student after the plain contexts: per trajectory the full-vocabulary log-probs
-    of its tokens (the signal's student side), and per sampled action its log-prob and
-    entropy as the policy samples (renormalised over the actions; with the graph)."""
+    """The student after the plain contexts: per trajectory the log-probs of its
+    tokens as sampled (renormalised over the actions: the signal's student side),
+    the same per step with the graph (the update's), and the mean entropy of the
+    action distribution."""
 
     logprobs: list[list[float]]
     sampled: list[torch.Tensor]  # per trajectory, one entry per step
@@ -410,7 +453,7 @@ class Trainer:
             self._scored(r, answer, contexts.template_version)
             for r, answer in zip(rollouts, contexts.trajectories, strict=True)
         ]
-        # 4. the teacher's log-probs of the sampled tokens after each step's teacher contexts
+        # 4. the teacher's log-probs of every action word after each step's teacher contexts
         self._teacher_logprobs(scored, contexts)
         # 5. the student's own after the plain contexts (with the graph, for the update)
         student = self._student(scored)
@@ -455,7 +498,7 @@ class Trainer:
         return record
 
     def _scored(self, rollout: Rollout, answer: models.TrajectoryContexts, template: str) -> Scored:
-        """The rollout's continuations, its plain contexts checked against what the policy saw."""
+        """The rollout's tokens, its plain contexts checked against what the policy saw."""
         if answer.id != rollout.id or len(answer.steps) != len(rollout.steps):
             raise RuntimeError(f"contexts for {answer.id} do not match the rollout {rollout.id}")
         for i, (step, ctx) in enumerate(zip(rollout.steps, answer.steps, strict=True)):
@@ -464,54 +507,56 @@ class Trainer:
                     f"the server's plain context of {rollout.id} step {i} ({template}) is not the prompt the "
                     f"policy saw:\n{ctx.plain.text!r}\nvs\n{self.policy.tokenizer.decode(step.context)!r}"
                 )
-        action = {a: self.policy.action_ids[k] for k, a in enumerate(ACTIONS)}
-        return Scored(rollout, [[*self.policy.header, action[step.action]] for step in rollout.steps])
+        return Scored(rollout, [self.policy.action_ids[ACTIONS.index(step.action)] for step in rollout.steps])
 
     def _teacher_logprobs(self, scored: list[Scored], contexts: models.ContextsResult) -> None:
+        """The teacher as a policy over the same actions as the student: at every step,
+        under each teacher context, every action word is scored (one item each) and the
+        log-probs renormalised over the actions; the sampled action's is the signal's."""
         items: list[dict[str, Any]] = []
-        owners: list[tuple[Scored, str]] = []
         for s, answer in zip(scored, contexts.trajectories, strict=True):
             for i, ctx in enumerate(answer.steps):
                 for name in TEACHER_NAMES:
-                    # A context read from distill_contexts goes as it is (its text is sent).
-                    items.append(
-                        {
-                            "id": f"{s.rollout.id}:{i}:{name}",
-                            "context": ctx.teachers[name],
-                            "continuation": s.continuations[i],
-                        }
-                    )
-                    owners.append((s, name))
+                    for action in self.policy.action_ids:
+                        # A context read from distill_contexts goes as it is (its text is sent).
+                        items.append(
+                            {
+                                "id": f"{s.rollout.id}:{i}:{name}:{action}",
+                                "context": ctx.teachers[name],
+                                "continuation": [action],
+                            }
+                        )
+        scores: list[float] = []
         for start in range(0, len(items), MAX_ITEMS):
             answer = self.client.teacher_logprobs(self.namespace, items[start : start + MAX_ITEMS])
-            for (s, name), item in zip(owners[start : start + MAX_ITEMS], answer.items, strict=True):
-                s.teacher.setdefault(name, []).extend(item.logprobs)
-
-    def _student(self, scored: list[Scored]) -> StudentPass:
-        sequences = [step.context + c for s in scored for step, c in zip(s.rollout.steps, s.continuations, strict=True)]
-        starts = [len(step.context) for s in scored for step in s.rollout.steps]
-        continuations = [c for s in scored for c in s.continuations]
-        with self.policy.lock:
-            rows = self.policy.log_softmax(sequences)
-        full: list[list[float]] = []
-        sampled: list[torch.Tensor] = []
-        entropies: list[torch.Tensor] = []
-        for b, (start, continuation) in enumerate(zip(starts, continuations, strict=True)):
-            positions = torch.arange(start - 1, start - 1 + len(continuation))
-            full.append(rows[b, positions, torch.tensor(continuation)].tolist())
-            at = rows[b, start + len(continuation) - 2, self.policy.action_ids]  # where the action was sampled
-            renormalised = torch.log_softmax(at, dim=-1)
-            sampled.append(renormalised[self.policy.action_ids.index(continuation[-1])])
-            entropies.append(-(renormalised.exp() * renormalised).sum())
-        per_trajectory: list[list[float]] = []
-        chosen: list[torch.Tensor] = []
+            scores += [item.logprobs[0] for item in answer.items]
+        per_action = torch.log_softmax(torch.tensor(scores).view(-1, len(TEACHER_NAMES), len(ACTIONS)), dim=-1)
         k = 0
         for s in scored:
-            steps = len(s.continuations)
-            per_trajectory.append([lp for step in full[k : k + steps] for lp in step])
-            chosen.append(torch.stack(sampled[k : k + steps]))
-            k += steps
-        return StudentPass(per_trajectory, chosen, torch.stack(entropies).mean())
+            for token in s.tokens:
+                sampled = self.policy.action_ids.index(token)
+                for j, name in enumerate(TEACHER_NAMES):
+                    s.teacher.setdefault(name, []).append(min(0.0, float(per_action[k, j, sampled])))
+                k += 1
+
+    def _student(self, scored: list[Scored]) -> StudentPass:
+        """One batched forward over every step's plain context."""
+        with self.policy.lock:
+            logprobs = self.policy.action_logprobs([step.context for s in scored for step in s.rollout.steps])
+        entropy = -(logprobs.exp() * logprobs).sum(dim=-1).mean()
+        sampled = logprobs[
+            torch.arange(len(logprobs)),
+            torch.tensor([self.policy.action_ids.index(t) for s in scored for t in s.tokens]),
+        ]
+        per_trajectory: list[list[float]] = []
+        per_step: list[torch.Tensor] = []
+        k = 0
+        for s in scored:
+            mine = sampled[k : k + len(s.tokens)]
+            per_trajectory.append([min(0.0, lp) for lp in mine.tolist()])
+            per_step.append(mine)
+            k += len(s.tokens)
+        return StudentPass(per_trajectory, per_step, entropy)
 
     def _groups(self, scored: list[Scored], student: StudentPass) -> list[dict[str, Any]]:
         groups: dict[str, list[dict[str, Any]]] = {}
@@ -650,9 +695,14 @@ def train(args: argparse.Namespace, out: TextIO | None = None) -> TrainResult:
     torch.set_num_threads(max(1, args.threads))
     tokenizer = build_tokenizer()
     model = tiny_lm(tokenizer.get_vocab_size(), args.seed)
-    teacher_model = model if args.teacher == "self" else tiny_lm(tokenizer.get_vocab_size(), args.seed + 1).eval()
     lock = threading.Lock()
     policy = Policy(model, tokenizer, lock)
+    teacher_model, taught = model, None
+    if args.teacher != "self":
+        teacher_model = tiny_lm(tokenizer.get_vocab_size(), args.seed + 1)
+        if args.teacher == "trained":
+            taught = teach(Policy(teacher_model, tokenizer, lock), args.teacher_steps)
+        teacher_model.eval()
     optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
     start = torch.nn.utils.parameters_to_vector(model.parameters()).detach().clone()
     with ExitStack() as stack:
@@ -667,7 +717,9 @@ def train(args: argparse.Namespace, out: TextIO | None = None) -> TrainResult:
         size = sum(p.numel() for p in model.parameters())
         other = next(t for t in TEACHER_NAMES if t != args.signal_teacher)
         print(
-            f"policy: tiny Llama ({size} parameters, vocabulary {len(VOCAB)}); teacher: {args.teacher}, served at "
+            f"policy: tiny Llama ({size} parameters, vocabulary {len(VOCAB)}); teacher: {args.teacher}"
+            + (f" ({args.teacher_steps} supervised steps, accuracy {taught:.2f})" if taught is not None else "")
+            + f", served at "
             f"{teacher.url}; Reflexa at {client.config.base_url}, namespace {args.namespace}; {len(TASKS)} tasks x "
             f"G={args.group_size}; signal: token_signal[{args.signal_teacher}], beta {args.beta}, clip {args.clip}, "
             f"{'GRPO' if args.std else 'Dr. GRPO'} outcome advantages",
@@ -689,11 +741,18 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--api-key", help="with --url: a trainer (or admin) key of --namespace")
     p.add_argument("--namespace", help="default: trainer-loop-<random> (self-contained), trainer-loop (--url)")
     p.add_argument("--teacher-port", type=int, default=8011, help="with --url: where the teacher endpoint listens")
-    p.add_argument("--iterations", type=int, default=60)
+    p.add_argument("--iterations", type=int, default=30)
     p.add_argument("--group-size", type=int, default=8, help="rollouts per task per iteration (G)")
-    p.add_argument("--teacher", choices=("self", "frozen"), default="self")
+    p.add_argument(
+        "--teacher",
+        choices=("trained", "self", "frozen"),
+        default="trained",
+        help="trained: a second tiny model taught the panels by a few supervised steps first; self: the policy "
+        "itself (SEED); frozen: a second tiny model, random and never trained",
+    )
+    p.add_argument("--teacher-steps", type=int, default=100, help="supervised steps of the trained teacher")
     p.add_argument("--signal-teacher", choices=TEACHER_NAMES, default="memory", help="whose gap shapes the update")
-    p.add_argument("--beta", type=float, default=0.1, help="token_signal's beta (a tiny teacher knows little)")
+    p.add_argument("--beta", type=float, default=1.0, help="token_signal's beta")
     p.add_argument("--clip", type=float, default=1.0, help="token_signal's clip of r_t to [-c, c]")
     p.add_argument("--std", action="store_true", help="GRPO's std normalisation (default: Dr. GRPO, centred only)")
     p.add_argument("--entropy-coef", type=float, default=0.02, help="entropy bonus of the action distribution")

@@ -24,11 +24,12 @@ def test_two_iterations_self_contained() -> None:
     assert all(r["parameter_change"] > 0 for r in result.history)
     assert result.parameter_change > 0
 
-    # Reflexa scored every step under both teachers with the endpoint started here
-    # (one sequence per step and teacher: the contexts it built, the tokens sampled).
+    # Reflexa scored every step under both teachers with the endpoint started here:
+    # one sequence per step, teacher and action word (the teacher's distribution over
+    # the actions, renormalised as the student's is).
     rollouts = len(trainer_loop.TASKS) * GROUP
     steps = sum(round(r["steps"] * rollouts) for r in result.history)
-    assert result.teacher.sequences == steps * len(trainer_loop.TEACHER_NAMES)
+    assert result.teacher.sequences == steps * len(trainer_loop.TEACHER_NAMES) * len(trainer_loop.ACTIONS)
 
     # The diagnostics are finite and in range; order consistency needs a sibling pair
     # with different rewards, which a random policy's groups have.

@@ -10,7 +10,7 @@ from typing import Any
 
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from domain.errors import ReflexaError
@@ -34,6 +34,8 @@ from service.storable import refuse_unstorable
 from service.tasks.router import router as tasks_router
 from service.teacher.router import router as teacher_router
 from service.trajectories.router import router as trajectories_router
+from service.ui.install import install_ui, ui_http_error, ui_reflexa_error, ui_validation_error
+from service.ui.web import is_ui
 from store.database import Database
 
 log = logging.getLogger("reflexa")
@@ -63,7 +65,9 @@ def _field_path(loc: tuple[Any, ...]) -> str:
     return out or "body"
 
 
-def _validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:
+def _validation_error(request: Request, exc: RequestValidationError) -> Response:
+    if is_ui(request.url.path):
+        return ui_validation_error(request, exc)
     errors = []
     for err in exc.errors():
         field = _field_path(tuple(err.get("loc", ())))
@@ -76,12 +80,16 @@ def _validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:
     return JSONResponse(body, status_code=422)
 
 
-def _reflexa_error(_: Request, exc: ReflexaError) -> JSONResponse:
+def _reflexa_error(request: Request, exc: ReflexaError) -> Response:
+    if is_ui(request.url.path):
+        return ui_reflexa_error(request, exc)
     headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
     return JSONResponse(exc.to_body(), status_code=exc.status, headers=headers)
 
 
-def _http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+def _http_error(request: Request, exc: StarletteHTTPException) -> Response:
+    if is_ui(request.url.path):
+        return ui_http_error(request, exc)
     # Framework-raised errors (unknown route, wrong method, undecodable body) get
     # the same error shape as ours.
     kind = {404: "not_found", 405: "method_not_allowed", 400: "invalid_input"}.get(exc.status_code, "http_error")
@@ -159,4 +167,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     for router in routers:
         app.include_router(router)
+    if settings.ui.enabled:
+        install_ui(app)
     return app

@@ -20,6 +20,7 @@ KEY_PREFIX = "rfx_"
 class Permission(StrEnum):
     KEYS_MANAGE = "keys:manage"
     NAMESPACES_CREATE = "namespaces:create"
+    NAMESPACES_CONFIGURE = "namespaces:configure"  # change a namespace's settings (admin)
     TRAJECTORIES_READ = "trajectories:read"
     TRAJECTORIES_WRITE = "trajectories:write"
     TRAJECTORIES_DELETE = "trajectories:delete"

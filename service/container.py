@@ -16,6 +16,10 @@ from service.jobs.service import JobService
 from service.keys.service import KeyService
 from service.limits import LimitChecker
 from service.namespaces.service import NamespaceService
+from service.operator.bulk import BulkService
+from service.operator.inspect import InspectService
+from service.operator.overview import OverviewService
+from service.operator.review import ReviewRuleFactory, ReviewService
 from service.reflections.service import ReflectionService
 from service.retrieval.service import RetrievalService
 from service.rubrics.service import RubricService
@@ -24,6 +28,7 @@ from service.snapshots.service import SnapshotService
 from service.tasks.service import TaskService
 from service.teacher.service import TeacherService
 from service.trajectories.service import TrajectoryService
+from service.ui.sessions import UiSessionService
 from store.database import Database
 from store.embedding import Embedder, build_embedder
 from store.index_registry import IndexRegistry
@@ -88,6 +93,11 @@ class Services:
     rubrics: RubricService
     advantages: AdvantageService
     teacher: TeacherService
+    overview: OverviewService
+    review: ReviewService
+    bulk: BulkService
+    inspect: InspectService
+    ui_sessions: UiSessionService
 
     @classmethod
     def build(cls, settings: Settings, db: Database, embedder: Embedder | None = None) -> Services:
@@ -109,17 +119,21 @@ class Services:
         snapshots = SnapshotService(db, namespaces, embedder.name)
         retrieval = RetrievalService(db, namespaces, embedder, registry, checker, snapshots)
         distill = DistillService(db, namespaces, snapshots, retrieval, checker)
+        reflections = ReflectionService(db, namespaces, checker)
+        trajectories = TrajectoryService(db, namespaces, checker, on_enqueue=worker.wake)
+        review_rule = ReviewRuleFactory(settings.ui.review_min_uses, settings.ui.review_renew_after)
+        keys = KeyService(db)
         return cls(
             settings=settings,
             db=db,
             embedder=embedder,
             registry=registry,
             worker=worker,
-            keys=KeyService(db),
+            keys=keys,
             namespaces=namespaces,
-            trajectories=TrajectoryService(db, namespaces, checker, on_enqueue=worker.wake),
+            trajectories=trajectories,
             retrieval=retrieval,
-            reflections=ReflectionService(db, namespaces, checker),
+            reflections=reflections,
             jobs=JobService(db, namespaces),
             snapshots=snapshots,
             distill=distill,
@@ -128,4 +142,9 @@ class Services:
             rubrics=RubricService(db, namespaces, snapshots, checker, judge),
             advantages=AdvantageService(settings.limits),
             teacher=TeacherService(settings.teacher, db, namespaces, distill, checker),
+            overview=OverviewService(db, namespaces, review_rule),
+            review=ReviewService(db, namespaces, reflections, review_rule),
+            bulk=BulkService(db, namespaces, settings.ui.max_bulk_items),
+            inspect=InspectService(db, namespaces, reflections, trajectories, retrieval),
+            ui_sessions=UiSessionService(db, keys, settings.ui.session_hours),
         )

@@ -12,6 +12,7 @@ from typing import TypeVar
 from domain.errors import InvalidInput
 
 R = TypeVar("R")
+P = TypeVar("P")
 
 
 def encode_cursor(pk: int) -> str:
@@ -44,3 +45,29 @@ def keyset_page(
     rows = fetch(decode_cursor(cursor), limit + 1)
     page = rows[:limit]
     return page, (encode_cursor(key(page[-1])) if len(rows) > limit else None)
+
+
+def encode_pair_cursor(kind: str, first: str, pk: str) -> str:
+    """A cursor for lists ordered by a computed value or a time, then a key: the
+    pair as text (floats by repr, so they round-trip exactly)."""
+    return base64.urlsafe_b64encode(f"{kind}:{first}|{pk}".encode()).decode().rstrip("=")
+
+
+def decode_pair_cursor(cursor: str | None, kind: str, parse: Callable[[str, str], P]) -> P | None:
+    """`parse(first, pk)` of an `encode_pair_cursor` value (a ValueError from it, or a
+    cursor of another kind, is the client's error)."""
+    if not cursor:
+        return None
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
+        got, _, rest = raw.partition(":")
+        first, sep, pk = rest.rpartition("|")
+        if got != kind or not sep:
+            raise ValueError(got)
+        return parse(first, pk)
+    except (ValueError, binascii.Error, UnicodeDecodeError):
+        raise InvalidInput(
+            "cursor is not one this server issued; pass next_cursor from the previous page",
+            field="cursor",
+            rule="opaque_cursor",
+        ) from None

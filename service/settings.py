@@ -130,6 +130,17 @@ class TeacherSettings(BaseModel):
         return bool(self.base_url)
 
 
+class UiSettings(BaseModel):
+    """The operator web UI under /ui."""
+
+    enabled: bool = Field(True, description="serve the operator UI under /ui")
+    session_hours: float = Field(12.0, gt=0, description="a sign-in lasts this long (then sign in again)")
+    page_size: int = Field(50, ge=1, le=500, description="rows per page of every list")
+    review_min_uses: int = Field(5, ge=1, description="uses before an active item can be judged below baseline")
+    review_renew_after: int = Field(10, ge=1, description="new uses before a kept item returns to the review queue")
+    max_bulk_items: int = Field(100_000, ge=1, description="most reflections one bulk action changes")
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="REFLEXA_", env_nested_delimiter="__", extra="ignore", env_file=None)
 
@@ -153,6 +164,7 @@ class Settings(BaseSettings):
     llm: LLMSettings = Field(
         default_factory=LLMSettings, description="an OpenAI-compatible endpoint for LLM reflectors (off when unset)"
     )
+    ui: UiSettings = Field(default_factory=UiSettings)
     teacher: TeacherSettings = Field(
         default_factory=TeacherSettings, description="the teacher endpoint of …/teacher_logprobs (off when unset)"
     )

@@ -41,3 +41,15 @@ def create_key(
 
 def list_keys(session: Session) -> list[ApiKey]:
     return list(session.scalars(select(ApiKey).order_by(ApiKey.created_at)))
+
+
+def read_key(session: Session, key_id: str, *, for_update: bool = False) -> ApiKey | None:
+    stmt = select(ApiKey).where(ApiKey.id == key_id)
+    return session.scalars(stmt.with_for_update() if for_update else stmt).one_or_none()
+
+
+def update_key_revoked(session: Session, row: ApiKey) -> None:
+    """Revoked from now on (the row stays: who had which key remains auditable)."""
+    if row.revoked_at is None:
+        row.revoked_at = utcnow()
+        session.flush()

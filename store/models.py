@@ -217,6 +217,9 @@ class Reflection(Base):
     reward_sum: Mapped[float] = mapped_column(Float, default=0.0)
     # Dedup key of the job output that wrote it, so a re-run job does not duplicate it.
     source_key: Mapped[str | None] = mapped_column(String(200))
+    # `uses` when an operator last kept it after review (the queue shows it again
+    # only after new outcomes).
+    reviewed_uses: Mapped[int | None] = mapped_column(Integer)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
@@ -388,13 +391,18 @@ class Retrieval(Base):
     """One logged retrieval: the query and what was served, for outcome credit."""
 
     __tablename__ = "retrievals"
-    __table_args__ = (Index("ix_retrievals_ns_created", "namespace", "created_at"),)
+    __table_args__ = (
+        Index("ix_retrievals_ns_created", "namespace", "created_at"),
+        Index("ix_retrievals_ns_trajectory", "namespace", "trajectory_id"),
+    )
 
     id: Mapped[str] = mapped_column(String(64), primary_key=True)
     namespace: Mapped[str] = mapped_column(ForeignKey("namespaces.name", ondelete="CASCADE"))
     query: Mapped[dict[str, Any]] = mapped_column(JSONType)
     trajectory_id: Mapped[str | None] = mapped_column(String(128))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    # Server time to answer (ms, the consistency wait left out; a batch's whole time).
+    latency_ms: Mapped[float | None] = mapped_column(Float)
 
     items: Mapped[list[RetrievalItem]] = relationship(lazy="raise", passive_deletes=True)
 
@@ -561,3 +569,20 @@ class RewardCapability(Base):
     created_by: Mapped[str | None] = mapped_column(String(64))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+
+
+class UiSession(Base):
+    """A signed-in operator's browser session. The cookie carries a random secret;
+    only its SHA-256 is stored. Valid while unexpired, not ended (sign-out) and its
+    key not revoked; every form carries `csrf_token`."""
+
+    __tablename__ = "ui_sessions"
+    __table_args__ = (Index("ix_ui_sessions_key", "key_id"), NO_REUSE)
+
+    pk: Mapped[int] = mapped_column(BigPK, primary_key=True, autoincrement=True)
+    secret_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    key_id: Mapped[str] = mapped_column(ForeignKey("api_keys.id", ondelete="CASCADE"))
+    csrf_token: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    expires_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    ended_at: Mapped[datetime | None] = mapped_column(UTCDateTime)

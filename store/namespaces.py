@@ -41,6 +41,10 @@ def create_namespace(session: Session, name: str, settings: dict[str, Any]) -> N
     return row
 
 
+def update_settings(session: Session, name: str, settings: dict[str, Any]) -> None:
+    session.execute(update(Namespace).where(Namespace.name == name).values(settings=settings))
+
+
 def update_frozen(session: Session, name: str, frozen: bool, at: datetime | None) -> None:
     session.execute(update(Namespace).where(Namespace.name == name).values(frozen=frozen, frozen_at=at))
     session.expire_all()

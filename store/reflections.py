@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from store.models import Reflection, ReflectionVersion, utcnow
@@ -26,13 +26,23 @@ class ReflectionFilters:
     status: str | None = None
     environment: str | None = None
     reflector: str | None = None
+    exclude_status: str | None = None
+    # Posterior mean utility bounds (inclusive); the mean is the ranking's Beta
+    # posterior: (prior_strength * baseline + successes) / (prior_strength + successes + failures).
+    utility_min: float | None = None
+    utility_max: float | None = None
+    baseline: float = 0.5
+    prior_strength: float = 2.0
 
 
-def list_reflections(
-    session: Session, namespace: str, f: ReflectionFilters, *, before_pk: int | None, limit: int
-) -> list[Reflection]:
-    """Newest first, keyset-paginated."""
-    stmt = select(Reflection).where(Reflection.namespace == namespace)
+def utility_mean(baseline: float, prior_strength: float) -> Any:
+    """The posterior mean utility of a reflection row as a SQL expression."""
+    r = Reflection
+    return (prior_strength * baseline + r.successes) / (prior_strength + r.successes + r.failures)
+
+
+def _filtered(stmt: Any, namespace: str, f: ReflectionFilters) -> Any:
+    stmt = stmt.where(Reflection.namespace == namespace)
     for column, value in (
         (Reflection.kind, f.kind),
         (Reflection.status, f.status),
@@ -41,9 +51,37 @@ def list_reflections(
     ):
         if value is not None:
             stmt = stmt.where(column == value)
+    if f.exclude_status is not None:
+        stmt = stmt.where(Reflection.status != f.exclude_status)
+    if f.utility_min is not None or f.utility_max is not None:
+        mean = utility_mean(f.baseline, f.prior_strength)
+        if f.utility_min is not None:
+            stmt = stmt.where(mean >= f.utility_min)
+        if f.utility_max is not None:
+            stmt = stmt.where(mean <= f.utility_max)
+    return stmt
+
+
+def list_reflections(
+    session: Session, namespace: str, f: ReflectionFilters, *, before_pk: int | None, limit: int
+) -> list[Reflection]:
+    """Newest first, keyset-paginated."""
+    stmt = _filtered(select(Reflection), namespace, f)
     if before_pk is not None:
         stmt = stmt.where(Reflection.pk < before_pk)
     return list(session.scalars(stmt.order_by(Reflection.pk.desc()).limit(limit)))
+
+
+def count_reflections(session: Session, namespace: str, f: ReflectionFilters) -> int:
+    return int(session.scalar(_filtered(select(func.count()).select_from(Reflection), namespace, f)) or 0)
+
+
+def list_reflections_for_update(
+    session: Session, namespace: str, f: ReflectionFilters, *, after_pk: int, limit: int
+) -> list[Reflection]:
+    """The next `limit` matching rows above `after_pk`, oldest first, locked (bulk actions)."""
+    stmt = _filtered(select(Reflection), namespace, f).where(Reflection.pk > after_pk)
+    return list(session.scalars(stmt.order_by(Reflection.pk).limit(limit).with_for_update()))
 
 
 def list_reflections_in_pk_order(
@@ -97,6 +135,14 @@ def update_reflection_status(
     row.updated_at = utcnow()
     session.flush()
     _record(session, row, action, actor, note)
+
+
+def update_reflection_kept(session: Session, row: Reflection, *, actor: str, note: str | None) -> None:
+    """An operator reviewed it and kept it as it is: recorded in the history, and
+    the review queue leaves it alone until new outcomes arrive."""
+    row.reviewed_uses = row.uses
+    session.flush()
+    _record(session, row, "keep", actor, note)
 
 
 def read_reflections_by_ids(session: Session, namespace: str, ids: Sequence[str]) -> dict[str, Reflection]:

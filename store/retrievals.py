@@ -244,12 +244,18 @@ def create_retrieval(
     query: dict[str, Any],
     trajectory_id: str | None,
     items: Sequence[tuple[int, int, float, float]],
+    latency_ms: float | None = None,
 ) -> None:
     """Log a retrieval and what it served: items are (reflection pk, rank, score, similarity).
     Core inserts: the ORM unit of work cost a fifth of a retrieve's CPU here."""
     session.execute(
         insert(Retrieval.__table__).values(
-            id=id, namespace=namespace, query=query, trajectory_id=trajectory_id, created_at=utcnow()
+            id=id,
+            namespace=namespace,
+            query=query,
+            trajectory_id=trajectory_id,
+            created_at=utcnow(),
+            latency_ms=latency_ms,
         )
     )
     if items:

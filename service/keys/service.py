@@ -9,12 +9,14 @@ from dataclasses import dataclass
 
 from sqlalchemy.orm import Session
 
-from domain.errors import InvalidInput, Unauthorized
+from domain.errors import InvalidInput, NotFound, Unauthorized
 from domain.schemas import NAMESPACE_PATTERN
 from service.auth import Permission, Principal, hash_key, new_key_secret
 from service.keys.schemas import KeyCreate, KeyCreated, KeyRead
 from store import keys as repo
+from store import ui_sessions
 from store.database import Database
+from store.models import ApiKey
 
 _NAMESPACE_RE = re.compile(NAMESPACE_PATTERN)
 ENV_ADMIN_KEY_ID = "admin-env"
@@ -73,6 +75,32 @@ class KeyService:
 
         return self.db.run_write(work)
 
+    def list(self, principal: Principal) -> list[KeyRead]:
+        principal.require(Permission.KEYS_MANAGE)
+        with self.db.read() as session:
+            return [KeyRead.from_row(row) for row in repo.list_keys(session)]
+
+    def revoke(self, principal: Principal, key_id: str) -> KeyRead:
+        """Revoked at once in this process and within CACHE_SECONDS on every other
+        replica; its UI sessions end with it. Revoking twice is a replay."""
+        principal.require(Permission.KEYS_MANAGE)
+
+        def work(session: Session) -> tuple[KeyRead, str]:
+            row = repo.read_key(session, key_id, for_update=True)
+            if row is None:
+                raise NotFound(f"key {key_id!r} not found", field="id")
+            repo.update_key_revoked(session, row)
+            ui_sessions.end_sessions_of_key(session, key_id)
+            return KeyRead.from_row(row), row.key_hash
+
+        read, digest = self.db.run_write(work)
+        self._cache.pop(digest, None)
+        return read
+
+    @staticmethod
+    def principal_of(row: ApiKey) -> Principal:
+        return Principal(key_id=row.id, role=row.role, namespaces=frozenset(row.namespaces))
+
     def cached(self, authorization: str | None) -> Principal | None:
         """The principal of a recently seen valid key, without touching the database
         (None: not cached or not a bearer header; call `authenticate`)."""
@@ -91,7 +119,7 @@ class KeyService:
             row = repo.read_key_by_hash(session, digest)
             if row is None or row.revoked_at is not None:
                 raise Unauthorized("unknown or revoked API key")
-            principal = Principal(key_id=row.id, role=row.role, namespaces=frozenset(row.namespaces))
+            principal = self.principal_of(row)
         self._cache[digest] = (now + self.CACHE_SECONDS, principal)
         return principal
 

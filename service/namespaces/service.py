@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
+from pydantic import ValidationError
 from sqlalchemy.orm import Session
 
-from domain.errors import Conflict, NotFound
+from domain.errors import Conflict, InvalidInput, NotFound
 from domain.settings import NamespaceSettings, parse_settings
 from service.auth import Permission, Principal
 from service.namespaces.schemas import NamespaceCreate, NamespaceRead
@@ -72,6 +73,37 @@ class NamespaceService:
 
     def frozen_changed(self, name: str) -> None:
         self._inputs.pop(name, None)
+
+    def settings(self, principal: Principal, ns: str) -> dict[str, Any]:
+        """The namespace's settings with every default filled in."""
+        principal.require(Permission.NAMESPACES_CONFIGURE, ns)
+        with self.db.read() as session:
+            row = repo.read_namespace(session, ns)
+            if row is None:
+                raise NotFound(f"namespace {ns!r} not found", field="namespace")
+            return parse_settings(row.settings).model_dump(mode="json")
+
+    def update_settings(self, principal: Principal, ns: str, raw: Any) -> dict[str, Any]:
+        """Replace the settings (validated whole: an unknown field or a bad value is a
+        422 naming it). This process ranks with them at once, others within
+        RANKING_INPUTS_TTL."""
+        principal.require(Permission.NAMESPACES_CONFIGURE, ns)
+        try:
+            settings = NamespaceSettings.model_validate(raw).model_dump(mode="json")
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            where = ".".join(str(p) for p in err.get("loc", ())) or "settings"
+            raise InvalidInput(
+                f"settings.{where}: {err.get('msg', 'invalid')}", field=f"settings.{where}", rule=err["type"]
+            ) from None
+
+        def work(session: Session) -> None:
+            self.require(session, ns)
+            repo.update_settings(session, ns, settings)
+
+        self.db.run_write(work)
+        self._inputs.pop(ns, None)
+        return settings
 
     def create(self, principal: Principal, body: NamespaceCreate) -> tuple[NamespaceRead, bool]:
         """Returns (namespace, created). An identical repeat is a replay; a

@@ -85,19 +85,7 @@ class ReflectionService:
         actor = f"key:{principal.key_id}"
 
         def work(session: Session) -> ReflectionRead:
-            row = self._get_or_404(session, ns, id, for_update=True)
-            if self.namespaces.is_frozen(session, ns):
-                raise Conflict(
-                    f"namespace {ns!r} is frozen for evaluation: its reflections cannot change until it is thawed",
-                    field="namespace",
-                    rule="namespace_frozen",
-                )
-            if body.expected_version is not None and body.expected_version != row.version:
-                raise Conflict(
-                    f"reflection {id!r} is at version {row.version}, not {body.expected_version}; reload and retry",
-                    field="expected_version",
-                    rule="version_match",
-                )
+            row = self.editable(session, ns, id, body.expected_version)
             if body.content is not None or body.text is not None:
                 content = body.content if body.content is not None else row.content
                 if row.kind == "exemplar" and not {"observation", "action"} <= set(content):
@@ -110,9 +98,32 @@ class ReflectionService:
                     session, ns, {"reflection_pk": row.pk, "version": row.version}, row.pk, row.version
                 )
             if body.status is not None and body.status != row.status:
-                repo.update_reflection_status(
-                    session, row, body.status, action=_action(row.status, body.status), actor=actor, note=body.note
-                )
+                self.change_status(session, row, body.status, actor=actor, note=body.note)
             return self._read(session, row)
 
         return self.db.run_write(work)
+
+    def editable(self, session: Session, ns: str, id: str, expected_version: int | None) -> Reflection:
+        """The row, locked for a change: 404 if absent, 409 if the namespace is frozen
+        or someone else changed it since `expected_version`."""
+        row = self._get_or_404(session, ns, id, for_update=True)
+        if self.namespaces.is_frozen(session, ns):
+            raise Conflict(
+                f"namespace {ns!r} is frozen for evaluation: its reflections cannot change until it is thawed",
+                field="namespace",
+                rule="namespace_frozen",
+            )
+        if expected_version is not None and expected_version != row.version:
+            raise Conflict(
+                f"reflection {id!r} is at version {row.version}, not {expected_version}; reload and retry",
+                field="expected_version",
+                rule="version_match",
+            )
+        return row
+
+    @staticmethod
+    def change_status(session: Session, row: Reflection, status: str, *, actor: str, note: str | None) -> str:
+        """Approve, retire or restore, recorded with who and why; returns the action."""
+        action = _action(row.status, status)
+        repo.update_reflection_status(session, row, status, action=action, actor=actor, note=note)
+        return action

@@ -7,6 +7,7 @@ retrieval log is one short write at the end.
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -131,6 +132,7 @@ class RetrievalService:
         which pass log=False: a trainer's read is not an agent's decision and earns
         no credit). `field` prefixes error fields ("requests" -> "requests[3].k")."""
         principal.require(Permission.RETRIEVE, ns)
+        started = time.perf_counter()
 
         def where(i: int, name: str) -> str:
             return f"{field}[{i}].{name}" if field else name
@@ -170,6 +172,9 @@ class RetrievalService:
         logged = log and view.snapshot is None
         ids: list[str | None] = ["r_" + uuid.uuid4().hex if logged else None for _ in reqs]
 
+        # The server's time to answer, the consistency wait left out (the UI's latency).
+        elapsed_ms = (time.perf_counter() - started) * 1000.0 - sum(waited)
+
         def write_log(session: Session) -> None:
             for rid, req, picked in zip(ids, reqs, chosen, strict=True):
                 assert rid is not None
@@ -180,6 +185,7 @@ class RetrievalService:
                     query=req.model_dump(mode="json", exclude={"consistency_token", "wait_timeout_ms", "render"}),
                     trajectory_id=req.trajectory_id,
                     items=[(c.row.pk, rank, c.score, c.similarity) for rank, c in enumerate(picked)],
+                    latency_ms=round(elapsed_ms, 3),
                 )
 
         if logged:

@@ -1,0 +1,197 @@
+"""Why a memory exists and whether it helped: a reflection with its evidence, its
+version history as diffs, its utility with uncertainty and how often it was served
+with what outcomes; an episode with the retrievals made during it; the retrieval log."""
+
+from __future__ import annotations
+
+import difflib
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Protocol
+
+from domain.errors import NotFound
+from domain.reflections import KINDS
+from service.auth import Permission, Principal
+from service.namespaces.service import NamespaceService
+from service.pagination import decode_pair_cursor, encode_pair_cursor
+from service.reflections.schemas import ReflectionRead, ReflectionVersionRead
+from service.reflections.service import ReflectionService
+from service.retrieval import ranking
+from service.retrieval.schemas import RetrievedItem, RetrieveFilters, RetrieveRequest
+from service.retrieval.service import RetrievalService
+from service.trajectories.schemas import State, TrajectoryRead
+from service.trajectories.service import TrajectoryService
+from store import reflections as reflection_repo
+from store import retrieval_log as repo
+from store.database import Database
+from store.retrieval_log import LoggedRetrieval, ServedDay
+
+EPISODE_RETRIEVALS = 500
+SEARCH_K = 20
+
+
+class HasUtility(Protocol):
+    id: str  # at most this many retrievals shown with one episode
+
+
+def content_text(content: dict[str, Any]) -> str:
+    return json.dumps(content, indent=2, sort_keys=True, ensure_ascii=False)
+
+
+@dataclass
+class VersionEntry:
+    version: ReflectionVersionRead
+    diff: list[str]  # unified diff of the content against the entry before it; empty: unchanged
+
+
+def version_entries(versions: list[ReflectionVersionRead]) -> list[VersionEntry]:
+    out = []
+    previous: str | None = None
+    for v in versions:
+        text = content_text(v.content)
+        diff = []
+        if previous is not None and text != previous:
+            diff = list(
+                difflib.unified_diff(
+                    previous.splitlines(), text.splitlines(), "before", f"version {v.version}", lineterm="", n=2
+                )
+            )[2:]  # the ---/+++ header says nothing the page does not
+        out.append(VersionEntry(v, diff))
+        previous = text
+    return out
+
+
+@dataclass
+class ReflectionDetail:
+    reflection: ReflectionRead
+    utility: ranking.Utility
+    versions: list[VersionEntry]  # oldest first
+    served_by_day: list[ServedDay]
+    served_total: int
+    outcome_successes: int
+    outcome_failures: int
+
+
+@dataclass
+class Episode:
+    trajectory: TrajectoryRead
+    retrievals: list[LoggedRetrieval]
+
+
+@dataclass
+class RetrievalLogPage:
+    items: list[LoggedRetrieval]
+    next_cursor: str | None
+
+
+def _time_and_id(at: str, id: str) -> tuple[datetime, str]:
+    when = datetime.fromisoformat(at)
+    if when.tzinfo is None:
+        raise ValueError("a cursor's time carries its offset")
+    return when, id
+
+
+class InspectService:
+    def __init__(
+        self,
+        db: Database,
+        namespaces: NamespaceService,
+        reflections: ReflectionService,
+        trajectories: TrajectoryService,
+        retrieval: RetrievalService,
+    ) -> None:
+        self.db = db
+        self.namespaces = namespaces
+        self.reflections = reflections
+        self.trajectories = trajectories
+        self.retriever = retrieval
+
+    def utilities(self, ns: str, rows: Sequence[HasUtility]) -> dict[str, ranking.Utility]:
+        """id -> posterior utility (mean and uncertainty) at the namespace's baseline."""
+        baseline = self.baseline(ns)
+        out = {}
+        for row in rows:
+            u = row.utility if hasattr(row, "utility") else row
+            out[row.id] = ranking.utility(u.successes, u.failures, u.uses, baseline)
+        return out
+
+    def search(
+        self,
+        principal: Principal,
+        ns: str,
+        text: str,
+        *,
+        kind: str | None,
+        statuses: list[str],
+        environment: str | None,
+        k: int = SEARCH_K,
+    ) -> list[RetrievedItem]:
+        """Reflections for a state text through the real retrieval path (the same
+        candidates, ranking and filters an agent gets), not logged: an operator's
+        look earns no credit."""
+        req = RetrieveRequest(
+            state=State(observation=text),
+            kinds=[kind] if kind else list(KINDS),
+            environment=environment,
+            k=k,
+            filters=RetrieveFilters(status=statuses),
+        )
+        return self.retriever.retrieve_many(principal, ns, [req], field="", log=False)[0].items
+
+    def baseline(self, ns: str) -> float:
+        _, successes, total = self.namespaces.ranking_inputs(ns)
+        return ranking.baseline_rate(successes, total)
+
+    def reflection(self, principal: Principal, ns: str, id: str) -> ReflectionDetail:
+        ref = self.reflections.get(principal, ns, id)  # checks the scope and permission
+        history = self.reflections.history(principal, ns, id)
+        with self.db.read() as session:
+            row = reflection_repo.read_reflection(session, ns, id)
+            if row is None:  # deleted between the two reads
+                raise NotFound(f"reflection {id!r} not found in namespace {ns!r}", field="id")
+            served = repo.list_served_by_day(session, row.pk)
+        u = ref.utility
+        return ReflectionDetail(
+            reflection=ref,
+            utility=ranking.utility(u.successes, u.failures, u.uses, self.baseline(ns)),
+            versions=version_entries(history),
+            served_by_day=served,
+            served_total=sum(d.served for d in served),
+            outcome_successes=sum(d.successes for d in served),
+            outcome_failures=sum(d.failures for d in served),
+        )
+
+    def episode(self, principal: Principal, ns: str, trajectory_id: str) -> Episode:
+        trajectory = self.trajectories.get(principal, ns, trajectory_id)
+        principal.require(Permission.RETRIEVE, ns)
+        with self.db.read() as session:
+            retrievals = repo.list_episode_retrievals(session, ns, trajectory_id, EPISODE_RETRIEVALS)
+        return Episode(trajectory, retrievals)
+
+    def retrievals(
+        self, principal: Principal, ns: str, *, trajectory_id: str | None, cursor: str | None, limit: int
+    ) -> RetrievalLogPage:
+        principal.require(Permission.RETRIEVE, ns)
+        principal.require(Permission.TRAJECTORIES_READ, ns)
+        before = decode_pair_cursor(cursor, "retrieval", _time_and_id)
+        with self.db.read() as session:
+            self.namespaces.require(session, ns)
+            rows = repo.list_logged_retrievals(session, ns, trajectory_id=trajectory_id, before=before, limit=limit + 1)
+        page = rows[:limit]
+        last = page[-1] if page else None
+        next_cursor = (
+            encode_pair_cursor("retrieval", last.created_at.isoformat(), last.id)
+            if last is not None and len(rows) > limit
+            else None
+        )
+        return RetrievalLogPage(page, next_cursor)
+
+    def retrieval(self, principal: Principal, ns: str, id: str) -> LoggedRetrieval:
+        principal.require(Permission.RETRIEVE, ns)
+        principal.require(Permission.TRAJECTORIES_READ, ns)
+        with self.db.read() as session:
+            return self.namespaces.get_or_404(
+                session, ns, "retrieval", id, lambda: repo.read_logged_retrieval(session, ns, id)
+            )

@@ -1,0 +1,120 @@
+"""A namespace at a glance: trajectories and success rate per day, reflections by
+kind and status, the queue by kind, retrieval volume and latency."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
+
+from domain.reflections import KINDS, STATUSES
+from service.auth import Permission, Principal
+from service.namespaces.service import NamespaceService
+from service.retrieval import ranking
+from store import overview as repo
+from store import review as review_repo
+from store.database import Database
+from store.models import utcnow
+from store.overview import DayCount, QueueRow
+
+if TYPE_CHECKING:
+    from service.operator.review import ReviewRuleFactory
+
+LATENCY_SAMPLE = 1000  # p50/p95 over the newest retrievals
+
+
+def quantile(values: list[float], q: float) -> float | None:
+    """The q-quantile by linear interpolation between order statistics (numpy's default)."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    pos = q * (len(ordered) - 1)
+    lo = int(pos)
+    hi = min(lo + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
+
+
+@dataclass
+class Overview:
+    namespace: str
+    days: list[str]
+    trajectories: list[DayCount]  # one per day in `days`, zeros filled in
+    retrievals: list[DayCount]
+    reflections: dict[tuple[str, str], int]
+    kinds: tuple[str, ...]
+    statuses: tuple[str, ...]
+    queue: list[QueueRow]
+    latency_p50_ms: float | None
+    latency_p95_ms: float | None
+    latency_sample: int
+    baseline: float
+    outcomes: int
+    review_count: int
+    frozen: bool
+
+    @property
+    def failed_jobs(self) -> int:
+        return sum(q.failed for q in self.queue)
+
+    @property
+    def queued_jobs(self) -> int:
+        return sum(q.queued for q in self.queue)
+
+    @property
+    def oldest_queued_seconds(self) -> float | None:
+        ages = [q.oldest_queued_seconds for q in self.queue if q.oldest_queued_seconds is not None]
+        return max(ages) if ages else None
+
+    def reflection_total(self, kind: str | None = None, status: str | None = None) -> int:
+        return sum(
+            n
+            for (k, s), n in self.reflections.items()
+            if (kind is None or k == kind) and (status is None or s == status)
+        )
+
+
+def _fill(days: list[str], rows: list[DayCount]) -> list[DayCount]:
+    by_day = {r.day: r for r in rows}
+    return [by_day.get(d, DayCount(d, 0, 0)) for d in days]
+
+
+class OverviewService:
+    def __init__(self, db: Database, namespaces: NamespaceService, review_rule: ReviewRuleFactory) -> None:
+        self.db = db
+        self.namespaces = namespaces
+        self.review_rule = review_rule
+
+    def queue(self, principal: Principal, ns: str) -> list[QueueRow]:
+        principal.require(Permission.JOBS_READ, ns)
+        with self.db.read() as session:
+            self.namespaces.require(session, ns)
+            return repo.list_queue_by_kind(session, ns)
+
+    def overview(self, principal: Principal, ns: str, *, days: int = 30, now: datetime | None = None) -> Overview:
+        for permission in (Permission.TRAJECTORIES_READ, Permission.REFLECTIONS_READ, Permission.JOBS_READ):
+            principal.require(permission, ns)
+        now = now or utcnow()
+        first = (now - timedelta(days=days - 1)).replace(hour=0, minute=0, second=0, microsecond=0)
+        day_names = [(first + timedelta(days=i)).strftime("%Y-%m-%d") for i in range(days)]
+        settings, successes, total = self.namespaces.ranking_inputs(ns)
+        baseline = ranking.baseline_rate(successes, total)
+        with self.db.read() as session:
+            self.namespaces.require(session, ns)
+            latencies = repo.list_recent_latencies(session, ns, LATENCY_SAMPLE)
+            return Overview(
+                namespace=ns,
+                days=day_names,
+                trajectories=_fill(day_names, repo.list_trajectories_by_day(session, ns, first)),
+                retrievals=_fill(day_names, repo.list_retrievals_by_day(session, ns, first)),
+                reflections=repo.count_reflections_by_kind_status(session, ns),
+                kinds=tuple(KINDS),
+                statuses=tuple(STATUSES),
+                queue=repo.list_queue_by_kind(session, ns),
+                latency_p50_ms=quantile(latencies, 0.5),
+                latency_p95_ms=quantile(latencies, 0.95),
+                latency_sample=len(latencies),
+                baseline=baseline,
+                outcomes=total,
+                review_count=review_repo.count_review_queue(session, ns, self.review_rule(baseline)),
+                frozen=self.namespaces.is_frozen(session, ns),
+            )

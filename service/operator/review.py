@@ -1,0 +1,107 @@
+"""The review queue and its decisions: approve a candidate, keep an underperformer,
+retire either. Each decision is a history entry with its actor and note."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from sqlalchemy.orm import Session
+
+from domain.errors import Conflict, InvalidInput
+from service.auth import Permission, Principal
+from service.namespaces.service import NamespaceService
+from service.pagination import decode_pair_cursor, encode_pair_cursor
+from service.reflections.service import ReflectionService
+from service.retrieval import ranking
+from store import reflections as reflection_repo
+from store import review as repo
+from store.database import Database
+from store.review import ReviewEntry, ReviewRule
+
+Decision = Literal["approve", "retire", "keep"]
+DECISIONS: tuple[Decision, ...] = ("approve", "retire", "keep")
+
+
+class ReviewRuleFactory:
+    """The review rule at a namespace's baseline; thresholds from settings."""
+
+    def __init__(self, min_uses: int, renew_after: int) -> None:
+        self.min_uses = min_uses
+        self.renew_after = renew_after
+
+    def __call__(self, baseline: float) -> ReviewRule:
+        return ReviewRule(
+            baseline=baseline,
+            prior_strength=ranking.PRIOR_STRENGTH,
+            min_uses=self.min_uses,
+            renew_after=self.renew_after,
+        )
+
+
+@dataclass
+class ReviewPage:
+    entries: list[ReviewEntry]
+    next_cursor: str | None
+    total: int
+    baseline: float
+
+
+class ReviewService:
+    def __init__(
+        self, db: Database, namespaces: NamespaceService, reflections: ReflectionService, rule: ReviewRuleFactory
+    ) -> None:
+        self.db = db
+        self.namespaces = namespaces
+        self.reflections = reflections
+        self.rule = rule
+
+    def _rule(self, ns: str) -> ReviewRule:
+        _, successes, total = self.namespaces.ranking_inputs(ns)
+        return self.rule(ranking.baseline_rate(successes, total))
+
+    def queue(self, principal: Principal, ns: str, *, cursor: str | None, limit: int) -> ReviewPage:
+        principal.require(Permission.REFLECTIONS_READ, ns)
+        rule = self._rule(ns)
+        before = decode_pair_cursor(cursor, "review", lambda impact, pk: (float(impact), int(pk)))
+        with self.db.read() as session:
+            self.namespaces.require(session, ns)
+            rows = repo.list_review_queue(session, ns, rule, before=before, limit=limit + 1)
+            total = repo.count_review_queue(session, ns, rule)
+        page = rows[:limit]
+        next_cursor = (
+            encode_pair_cursor("review", repr(page[-1].impact), str(page[-1].reflection.pk))
+            if len(rows) > limit
+            else None
+        )
+        return ReviewPage(page, next_cursor, total, rule.baseline)
+
+    def decide(
+        self, principal: Principal, ns: str, id: str, decision: str, *, note: str | None, expected_version: int | None
+    ) -> str:
+        """Record one decision; returns the history action it was recorded as."""
+        principal.require(Permission.REFLECTIONS_CURATE, ns)
+        if decision not in DECISIONS:
+            raise InvalidInput(
+                f"decision {decision!r} is not one of {', '.join(DECISIONS)}", field="decision", rule="enum"
+            )
+        actor = f"key:{principal.key_id}"
+
+        def work(session: Session) -> str:
+            row = self.reflections.editable(session, ns, id, expected_version)
+            if decision == "keep":
+                if row.status != "active":
+                    raise Conflict(
+                        f"reflection {id!r} is {row.status}; only an active item is kept",
+                        field="decision",
+                        rule="state",
+                    )
+                reflection_repo.update_reflection_kept(session, row, actor=actor, note=note)
+                return "keep"
+            new = "active" if decision == "approve" else "retired"
+            if row.status == new:
+                raise Conflict(f"reflection {id!r} is already {new}", field="decision", rule="state")
+            action = self.reflections.change_status(session, row, new, actor=actor, note=note)
+            return action
+
+        return self.db.run_write(work)

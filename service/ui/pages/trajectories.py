@@ -1,0 +1,72 @@
+"""Trajectories: a filtered list and the step-by-step viewer with the retrievals
+made during the episode."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request
+from fastapi.responses import Response
+
+from domain.errors import InvalidInput
+from domain.hashing import task_hash
+from service.deps import ServicesDep
+from service.params import Ns, TrajectoryId
+from service.ui.params import Fields
+from service.ui.web import UI_PREFIX, UiSessionDep, render
+from store.trajectories import TrajectoryFilters
+
+router = APIRouter(prefix=UI_PREFIX + "/ns/{ns}/trajectories", include_in_schema=False)
+
+FILTERS = ("environment", "task", "agent", "policy_version", "group_id", "success", "created_after", "created_before")
+
+
+@router.get("")
+def trajectories(request: Request, ns: Ns, session: UiSessionDep, services: ServicesDep) -> Response:
+    f = Fields(request.query_params)
+    task = f.text("task", max_length=20_000)
+    filters = TrajectoryFilters(
+        environment=f.text("environment"),
+        agent=f.text("agent"),
+        task_hash=task_hash(task) if task else None,
+        policy_version=f.text("policy_version"),
+        group_id=f.text("group_id"),
+        success=f.boolean("success"),
+        created_after=f.moment("created_after"),
+        created_before=f.moment("created_before"),
+    )
+    page = services.trajectories.list(
+        session.principal,
+        ns,
+        filters,
+        cursor=f.text("cursor", max_length=400),
+        limit=services.settings.ui.page_size,
+        include_steps=False,
+    )
+    params = f.given((*FILTERS, "cursor"))
+    return render(request, "trajectories.html", {"ns": ns, "page": page, "params": params})
+
+
+def _highlight(raw: str | None) -> set[int]:
+    """`3-5` or `4`: the steps an evidence link cites."""
+    if not raw:
+        return set()
+    start, _, end = raw.partition("-")
+    try:
+        lo, hi = int(start), int(end or start)
+    except ValueError:
+        raise InvalidInput(f"highlight: {raw!r} is not a step or a range a-b", field="highlight", rule="range") from (
+            None
+        )
+    if lo < 0 or hi < lo or hi - lo > 100_000:
+        raise InvalidInput(f"highlight: {raw!r} is not a step range", field="highlight", rule="range")
+    return set(range(lo, hi + 1))
+
+
+@router.get("/{id}")
+def trajectory(request: Request, ns: Ns, id: TrajectoryId, session: UiSessionDep, services: ServicesDep) -> Response:
+    episode = services.inspect.episode(session.principal, ns, id)
+    highlight = _highlight(Fields(request.query_params).text("highlight", max_length=40))
+    return render(
+        request,
+        "trajectory.html",
+        {"ns": ns, "t": episode.trajectory, "retrievals": episode.retrievals, "highlight": highlight},
+    )

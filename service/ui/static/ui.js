@@ -1,0 +1,66 @@
+// Progressive enhancement only: every action works without this file.
+(function () {
+  "use strict";
+
+  // Forms that change much ask once more.
+  document.addEventListener("submit", function (event) {
+    var form = event.target;
+    var question = form.getAttribute("data-confirm");
+    if (question && !window.confirm(question)) event.preventDefault();
+  });
+
+  document.querySelectorAll("[data-select-all]").forEach(function (input) {
+    input.addEventListener("focus", function () { input.select(); });
+  });
+  document.querySelectorAll("[data-back]").forEach(function (link) {
+    link.addEventListener("click", function (event) { event.preventDefault(); history.back(); });
+  });
+
+  // Review queue: j/k move, a approve (or keep), r retire, s skip, n note.
+  var queue = document.querySelector("[data-review]");
+  if (!queue) return;
+  var items = Array.prototype.slice.call(queue.querySelectorAll(".review-item"));
+  if (!items.length) return;
+  var current = Math.min(parseInt(queue.getAttribute("data-focus") || "0", 10) || 0, items.length - 1);
+
+  function show(i) {
+    items.forEach(function (item, j) { item.classList.toggle("current", j === i); });
+    current = i;
+    items[i].focus({ preventScroll: true });
+    items[i].scrollIntoView({ block: "nearest" });
+  }
+
+  function press(key) {
+    var target = items[current].querySelector('[data-key="' + key + '"]');
+    if (!target) return false;
+    if (target.tagName === "BUTTON") {
+      var form = target.form;
+      if (form.requestSubmit) form.requestSubmit(target); else target.click();
+    } else {
+      target.click();
+    }
+    return true;
+  }
+
+  document.addEventListener("keydown", function (event) {
+    var tag = (event.target.tagName || "").toLowerCase();
+    if (event.ctrlKey || event.metaKey || event.altKey) return;
+    if (tag === "input" || tag === "textarea" || tag === "select") {
+      if (event.key === "Escape") event.target.blur();
+      return;
+    }
+    var key = event.key;
+    if (key === "j" || key === "ArrowDown") { show(Math.min(current + 1, items.length - 1)); }
+    else if (key === "k" || key === "ArrowUp") { show(Math.max(current - 1, 0)); }
+    else if (key === "s") {
+      if (current + 1 < items.length) show(current + 1);
+      else { var next = document.querySelector('a[rel="next"]'); if (next) next.click(); }
+    }
+    else if (key === "a" || key === "r") { if (!press(key)) return; }
+    else if (key === "n") { var note = items[current].querySelector("[data-note]"); if (note) note.focus(); }
+    else { return; }
+    event.preventDefault();
+  });
+
+  show(current);
+})();

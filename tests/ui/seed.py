@@ -9,7 +9,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
-
 from sqlalchemy import select, update
 
 from domain.jobs import Priority
@@ -35,9 +34,9 @@ STATES = [
 ACTIONS = ["take red key", "go left", "go east", "take lamp"]
 
 
-def _step(i: int, action: str, **extra: Any) -> dict[str, Any]:
+def _step(i: int, action: str, marker: str = "", **extra: Any) -> dict[str, Any]:
     return {
-        "state": {"observation": STATES[i % len(STATES)]},
+        "state": {"observation": marker + STATES[i % len(STATES)]},
         "internal_state": f"subgoal {i % 2}",
         "action": action,
         "result": "ok",
@@ -46,8 +45,9 @@ def _step(i: int, action: str, **extra: Any) -> dict[str, Any]:
     }
 
 
-def seed(api: httpx.Client | Any, namespace: str, *, episodes: int = 6) -> Seeded:
-    """`api` is authenticated as admin (a TestClient or an httpx.Client on a live server)."""
+def seed(api: httpx.Client | Any, namespace: str, *, episodes: int = 6, marker: str = "") -> Seeded:
+    """`api` is authenticated as admin (a TestClient or an httpx.Client on a live server);
+    `marker` starts every task and observation (to tell one namespace's data on a page)."""
     r = api.post("/v1/namespaces", json={"name": namespace})
     assert r.status_code in (200, 201), r.text
     out = Seeded(namespace)
@@ -55,11 +55,11 @@ def seed(api: httpx.Client | Any, namespace: str, *, episodes: int = 6) -> Seede
     for e in range(episodes):
         tid = f"{namespace}-ep{e}"
         success = e % 3 != 2
-        steps = [_step(i, ACTIONS[i % len(ACTIONS)]) for i in range(3)]
+        steps = [_step(i, ACTIONS[i % len(ACTIONS)], marker) for i in range(3)]
         steps[-1]["done"] = True
         body = {
             "id": tid,
-            "task": "find the key" if e % 2 == 0 else "reach the garden",
+            "task": marker + ("find the key" if e % 2 == 0 else "reach the garden"),
             "environment": "grid",
             "agent": f"agent-{e % 2}",
             "policy_version": f"v{e // 3}",
@@ -111,9 +111,7 @@ def make_review_cases(db: Database, namespace: str, *, candidates: int = 2, belo
     """Turn some exemplars into candidates and some into active items credited
     below any baseline (many failures), so the review queue has both kinds."""
     with db.write() as s:
-        rows = list(
-            s.scalars(select(Reflection).where(Reflection.namespace == namespace).order_by(Reflection.pk))
-        )
+        rows = list(s.scalars(select(Reflection).where(Reflection.namespace == namespace).order_by(Reflection.pk)))
         assert len(rows) >= candidates + below, len(rows)
         ids = []
         for row in rows[:candidates]:
@@ -121,6 +119,6 @@ def make_review_cases(db: Database, namespace: str, *, candidates: int = 2, belo
             ids.append(row.id)
         for row in rows[candidates : candidates + below]:
             row.status = "active"
-            row.uses, row.successes, row.failures = 20, 1, 19
+            row.uses, row.successes, row.failures = 100, 1, 99
             ids.append(row.id)
     return ids

@@ -40,8 +40,7 @@ def _frame(title: str, desc: str, body: list[str], y_max: float, y_label: str) -
         f'<text x="{PAD_LEFT - 4}" y="{PAD_TOP + plot_h}" class="tick" text-anchor="end">0</text>',
     ]
     return Markup(
-        f'<svg class="chart" viewBox="0 0 {WIDTH} {HEIGHT}" role="img" '
-        f'preserveAspectRatio="none"><title>{escape(title)}</title><desc>{escape(desc)}</desc>{DEFS}'
+        f'<svg class="chart" viewBox="0 0 {WIDTH} {HEIGHT}" role="img"><title>{escape(title)}</title><desc>{escape(desc)}</desc>{DEFS}'
         + "".join(axis + body)
         + "</svg>"
     )
@@ -53,7 +52,8 @@ def _x_labels(labels: Sequence[str], slot: float) -> list[str]:
     for i, label in enumerate(labels):
         if i % every == 0 or i == len(labels) - 1:
             x = PAD_LEFT + slot * (i + 0.5)
-            out.append(f'<text x="{x:.1f}" y="{HEIGHT - 6}" class="tick" text-anchor="middle">{escape(label)}</text>')
+            anchor = "end" if x > WIDTH - 20 else "middle"  # the last label stays inside
+            out.append(f'<text x="{x:.1f}" y="{HEIGHT - 6}" class="tick" text-anchor="{anchor}">{escape(label)}</text>')
     return out
 
 

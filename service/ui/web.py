@@ -68,6 +68,7 @@ env.filters.update(
     u=lambda value: quote(str(value), safe=""),
     pct=lambda value: "—" if value is None else f"{100 * value:.0f}%",
     num=lambda value: "—" if value is None else f"{value:,}",
+    seconds=lambda value: "—" if value is None else f"{value:.1f} s",
     fixed=lambda value, digits=2: "—" if value is None else f"{value:.{digits}f}",
     short=lambda text, n=160: text if text is None or len(text) <= n else text[: n - 1] + "…",
 )

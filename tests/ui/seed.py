@@ -107,11 +107,15 @@ def add_failed_job(db: Database, namespace: str) -> int:
     return int(job_id)
 
 
-def make_review_cases(db: Database, namespace: str, *, candidates: int = 2, below: int = 2) -> list[str]:
+def make_review_cases(
+    db: Database, namespace: str, *, candidates: int = 2, below: int = 2, spare: str | None = None
+) -> list[str]:
     """Turn some exemplars into candidates and some into active items credited
-    below any baseline (many failures), so the review queue has both kinds."""
+    below any baseline (many failures), so the review queue has both kinds; rows
+    whose text contains `spare` are left as they are."""
     with db.write() as s:
-        rows = list(s.scalars(select(Reflection).where(Reflection.namespace == namespace).order_by(Reflection.pk)))
+        stmt = select(Reflection).where(Reflection.namespace == namespace).order_by(Reflection.pk)
+        rows = [r for r in s.scalars(stmt) if spare is None or spare not in r.text]
         assert len(rows) >= candidates + below, len(rows)
         ids = []
         for row in rows[:candidates]:

@@ -1,0 +1,247 @@
+"""The operator UI end to end in a real browser: Debian's chromium driven by
+Playwright (no browser download) against a real uvicorn server. Sign in; find a
+reflection by search; open its evidence and land on the step; edit it and see the
+new version and its diff; retire it and see it leave retrieval over the API; work
+three items through the review queue from the keyboard; retry a failed job; sign
+out. Every page is screenshotted (REFLEXA_UI_SCREENSHOTS, default
+test-artifacts/ui) at 1280 px and a phone's width."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from migrations import upgrade
+from store.database import Database
+from tests.conftest import ADMIN_KEY, REPO, LiveServer, start_server
+from tests.ui.seed import STATES, Seeded, add_failed_job, add_retrievals, make_review_cases, seed
+
+CHROMIUM = "/usr/bin/chromium"
+SHOTS = Path(os.environ.get("REFLEXA_UI_SCREENSHOTS", REPO / "test-artifacts" / "ui"))
+
+if not Path(CHROMIUM).exists():
+    # CI installs it (.ci/run); a developer machine without it skips, loudly.
+    if os.environ.get("CI"):
+        raise RuntimeError(f"{CHROMIUM} is missing: .ci/run installs Debian's chromium")
+    pytest.skip(f"{CHROMIUM} not installed (apt-get install chromium)", allow_module_level=True)
+
+sync_api = pytest.importorskip("playwright.sync_api")
+
+
+def _wait_for_jobs(api: httpx.Client, ns: str) -> None:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        queued = api.get(f"/v1/namespaces/{ns}/jobs", params={"status": "queued"}).json()["items"]
+        running = api.get(f"/v1/namespaces/{ns}/jobs", params={"status": "running"}).json()["items"]
+        if not queued and not running:
+            return
+        time.sleep(0.2)
+    raise AssertionError("the server's worker did not finish the seed's jobs in 60 s")
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LiveServer, httpx.Client, Seeded, list[str], int]]:
+    root = tmp_path_factory.mktemp("ui-browser")
+    url = f"sqlite:///{root / 'reflexa.db'}"
+    upgrade(url)
+    server = start_server(url, root, log=root / "server.log")
+    api = httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {ADMIN_KEY}"}, timeout=30)
+    try:
+        main = seed(api, "mem")
+        seed(api, "other", episodes=2)
+        _wait_for_jobs(api, "mem")
+        add_retrievals(api, main)
+        db = Database(url)
+        job_id = add_failed_job(db, "mem")
+        review_ids = make_review_cases(db, "mem", candidates=2, below=2, spare=STATES[1])
+        db.dispose()
+        if SHOTS.exists():
+            shutil.rmtree(SHOTS)
+        SHOTS.mkdir(parents=True)
+        yield server, api, main, review_ids, job_id
+    finally:
+        api.close()
+        server.stop()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
+        yield b
+        b.close()
+
+
+def shot(page: Any, name: str) -> None:
+    page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
+
+
+WIDER_THAN_SCREEN = """() => [...document.querySelectorAll('body *')]
+  .filter(e => e.getBoundingClientRect().right > window.innerWidth + 1)
+  .map(e => e.tagName.toLowerCase() + (e.className ? '.' + e.className : ''))"""
+
+
+def wider_than_screen(page: Any) -> list[str]:
+    """The elements that stick out sideways (empty: the page reads without scrolling)."""
+    if page.evaluate("document.documentElement.scrollWidth <= window.innerWidth + 1"):
+        return []
+    return list(page.evaluate(WIDER_THAN_SCREEN))[:10]
+
+
+def test_an_operator_session_from_sign_in_to_sign_out(site: Any, browser: Any) -> None:
+    server, api, main, review_ids, job_id = site
+    context = browser.new_context(viewport={"width": 1280, "height": 900}, base_url=server.url)
+    page = context.new_page()
+    page.set_default_timeout(15_000)
+
+    # Sign in: the protected page sends us to the form and back.
+    page.goto("/ui/ns/mem")
+    assert "/ui/login" in page.url
+    shot(page, "01-sign-in")
+    page.get_by_label("API key").fill(ADMIN_KEY)
+    page.get_by_role("button", name="Sign in").click()
+    page.wait_for_url("**/ui/ns/mem")
+    assert page.get_by_role("heading", name="Trajectories per day and success rate").is_visible()
+    shot(page, "02-overview")
+    page.goto("/ui/namespaces")
+    shot(page, "03-namespaces")
+
+    # Keyboard basics: the first Tab lands on the skip link, and focus is visible.
+    page.keyboard.press("Tab")
+    assert page.evaluate("document.activeElement.textContent") == "Skip to content"
+    assert page.evaluate("getComputedStyle(document.activeElement).outlineStyle") != "none"
+
+    # Find a reflection by search (the real retrieval path), open it.
+    page.goto("/ui/ns/mem/reflections")
+    shot(page, "04-reflections")
+    page.goto("/ui/ns/mem/reflections?status=active")  # the search keeps the filter: what agents are served
+    page.get_by_label("Search by state text").fill(STATES[1])
+    page.get_by_label("Search by state text").press("Enter")
+    page.wait_for_url("**q=*")
+    results = page.locator("table tbody tr")
+    assert results.count() >= 1
+    assert "exact" in results.first.inner_text()
+    shot(page, "05-search")
+    results.first.locator("a").first.click()
+    page.wait_for_url("**/reflections/ex_*")
+    reflection_url = page.url
+    rid = reflection_url.rsplit("/", 1)[1]
+    shot(page, "06-reflection")
+
+    # Its evidence links into the exact trajectory step.
+    evidence = page.locator("ul.evidence a").first
+    href = evidence.get_attribute("href")
+    step = href.rsplit("#step-", 1)[1]
+    evidence.click()
+    page.wait_for_url(f"**#step-{step}")
+    target = page.locator(f"#step-{step}")
+    assert "highlight" in (target.get_attribute("class") or "")
+    assert target.is_visible() and target.bounding_box()["y"] < 900  # scrolled to it
+    assert "cited as evidence" in target.inner_text()
+    shot(page, "07-trajectory-step")
+
+    # Edit: a new version, and the diff in the history.
+    page.goto(reflection_url)
+    page.get_by_text("Edit (a new version").click()
+    content = page.get_by_label("Content (JSON object)")
+    before = content.input_value()
+    content.fill(before.replace('"action": "go left"', '"action": "go left carefully"'))
+    page.get_by_label("Note", exact=True).fill("more precise")
+    page.get_by_role("button", name="Save as version 2").click()
+    page.wait_for_url("**done=edit")
+    assert page.get_by_text("Saved as a new version").is_visible()
+    assert page.locator("h1").get_by_text("version 2").is_visible()
+    assert page.locator("pre.diff span.add", has_text="go left carefully").count() == 1
+    assert page.locator("pre.diff span.del", has_text='"go left"').count() == 1
+    shot(page, "08-reflection-edited")
+
+    # Retire: it leaves retrieval results over the API.
+    def served() -> list[str]:
+        r = api.post("/v1/namespaces/mem/retrieve", json={"state": {"observation": STATES[1]}, "k": 50})
+        return [i["id"] for i in r.json()["items"]]
+
+    assert rid in served()
+    page.locator("#note-retire").fill("misleading near the door")
+    page.get_by_role("button", name="Retire").click()
+    page.wait_for_url("**done=retire")
+    assert rid not in served()
+
+    # The review queue, from the keyboard: keep/approve, skip, retire, approve.
+    page.goto("/ui/ns/mem/review")
+    shot(page, "09-review")
+    first = page.locator(".review-item.current h2 a").get_attribute("href").rsplit("/", 1)[1]
+    with page.expect_navigation():
+        page.keyboard.press("a")
+    second = page.locator(".review-item.current h2 a").get_attribute("href").rsplit("/", 1)[1]
+    page.keyboard.press("s")  # skip: focus moves on, nothing recorded
+    third = page.locator(".review-item.current h2 a").get_attribute("href").rsplit("/", 1)[1]
+    assert third != second
+    with page.expect_navigation():
+        page.keyboard.press("r")
+    assert "done=retire" in page.url
+    page.keyboard.press("k")  # back up to the skipped one
+    assert page.locator(".review-item.current h2 a").get_attribute("href").endswith(second)
+    with page.expect_navigation():
+        page.keyboard.press("a")
+    decided = {first, second, third}
+    assert len(decided) == 3 and decided <= set(review_ids) | {rid}
+    for item in decided:  # (a reflector may have recounted an item since: look for the decision)
+        history = api.get(f"/v1/namespaces/mem/reflections/{item}/history").json()
+        assert any(h["actor"] == "key:admin-env" and h["action"] in ("approve", "keep", "retire") for h in history), (
+            item,
+            history,
+        )
+    assert api.get(f"/v1/namespaces/mem/reflections/{third}").json()["status"] == "retired"
+    shot(page, "10-review-after")
+
+    # Jobs: a failed job with its error, retried.
+    page.goto("/ui/ns/mem/jobs")
+    assert page.get_by_text("ValueError: boom").is_visible()
+    shot(page, "11-jobs")
+    page.get_by_role("button", name=f"Retry job {job_id}").click()
+    page.wait_for_url("**retried=*")
+    assert page.get_by_text(f"Job {job_id} is queued again.").is_visible()
+    assert api.get(f"/v1/namespaces/mem/jobs/{job_id}").json()["status"] in ("queued", "running", "done", "failed")
+
+    # The other pages, for the record.
+    for name, url in [
+        ("12-trajectories", "/ui/ns/mem/trajectories"),
+        ("13-retrievals", "/ui/ns/mem/retrievals"),
+        ("14-retrieval", f"/ui/ns/mem/retrievals/{main.retrievals[0]}"),
+        ("15-bulk-confirm", "/ui/ns/mem/reflections/bulk?action=retire&kind=heuristic"),
+        ("16-keys", "/ui/admin/keys"),
+        ("17-settings", "/ui/ns/mem/settings"),
+    ]:
+        page.goto(url)
+        assert page.locator("h1").is_visible(), url
+        shot(page, name)
+
+    # A phone's width: every page reads without sideways scrolling.
+    phone = browser.new_context(viewport={"width": 390, "height": 844}, base_url=server.url)
+    phone.add_cookies(context.cookies())
+    small = phone.new_page()
+    for name, url in [
+        ("phone-overview", "/ui/ns/mem"),
+        ("phone-review", "/ui/ns/mem/review"),
+        ("phone-reflection", reflection_url),
+        ("phone-trajectory", f"/ui/ns/mem/trajectories/{main.trajectories[0]}"),
+    ]:
+        small.goto(url)
+        assert wider_than_screen(small) == [], url
+        shot(small, name)
+    phone.close()
+
+    # Sign out: the session is gone.
+    page.goto("/ui/ns/mem")
+    page.get_by_role("button", name="Sign out").click()
+    page.wait_for_url("**/ui/login")
+    page.goto("/ui/ns/mem")
+    assert "/ui/login" in page.url
+    context.close()

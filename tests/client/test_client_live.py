@@ -82,6 +82,19 @@ def test_keys_roles_and_scopes(admin: Client, live_server: Any, namespace: str) 
         stranger.list_namespaces()
 
 
+def test_keys_are_listed_without_secrets_and_revoked(admin: Client, live_server: Any, namespace: str) -> None:
+    key = admin.create_key("agent", [namespace], description="to revoke")
+    listed = {k.id: k for k in admin.list_keys()}
+    assert listed[key.id].revoked_at is None and "key" not in listed[key.id].model_dump()
+    revoked = admin.revoke_key(key.id)
+    assert revoked.revoked_at is not None
+    assert admin.revoke_key(key.id).revoked_at == revoked.revoked_at  # again: a no-op
+    with Client(live_server.url, key.key, namespace=namespace) as agent, pytest.raises(errors.Unauthorized):
+        agent.list_trajectories()
+    with pytest.raises(errors.NotFound):
+        admin.revoke_key("key_missing")
+
+
 def test_trajectory_lifecycle(admin: Client, namespace: str) -> None:
     trajectory_id = unique("t")
     first = admin.create_trajectory(
@@ -416,6 +429,8 @@ def test_every_client_route_exists_in_the_servers_openapi(live_server: Any) -> N
         "healthz": (),
         "readyz": (),
         "create_key": ("agent", ["nsx"], None),
+        "list_keys": (),
+        "revoke_key": ("idx",),
         "create_namespace": ("nsx", None),
         "list_namespaces": (None,),
         "get_namespace": ("nsx",),

@@ -29,6 +29,7 @@ from reflexa.models import (
     ContextsResult,
     ContextTrajectory,
     FreezeState,
+    Key,
     KeyCreate,
     KeyCreated,
     LeakageOptions,
@@ -181,6 +182,15 @@ def create_key(role: str, namespaces: Sequence[str], description: str | None) ->
     body = coerce(KeyCreate, {"role": role, "namespaces": list(namespaces), "description": description})
     # A repeat would mint a second key, so only retry when the first surely did not arrive.
     return Operation("POST", "/v1/keys", _reader(KeyCreated), body=dump(body), retry="unsent")
+
+
+def list_keys() -> Operation[list[Key]]:
+    return Operation("GET", "/v1/keys", lambda value: [Key.model_validate(k) for k in value])
+
+
+def revoke_key(key_id: str) -> Operation[Key]:
+    # Revoking twice answers the same: safe to retry.
+    return Operation("DELETE", f"/v1/keys/{_segment(key_id)}", _reader(Key))
 
 
 def create_namespace(name: str, settings: NamespaceSettings | Mapping[str, Any] | None) -> Operation[Namespace]:

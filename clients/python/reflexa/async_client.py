@@ -44,6 +44,7 @@ from reflexa.models import (
     ContextRendering,
     ContextsResult,
     FreezeState,
+    Key,
     KeyCreated,
     Kind,
     LeakageOptions,
@@ -123,6 +124,12 @@ class AsyncClient:
 
     async def create_key(self, role: Role, namespaces: Sequence[str], description: str | None = None) -> KeyCreated:
         return await self._transport.send(ops.create_key(role, namespaces, description))
+
+    async def list_keys(self) -> list[Key]:
+        return await self._transport.send(ops.list_keys())
+
+    async def revoke_key(self, key_id: str) -> Key:
+        return await self._transport.send(ops.revoke_key(key_id))
 
     async def create_namespace(
         self, name: str, settings: NamespaceSettings | Mapping[str, Any] | None = None

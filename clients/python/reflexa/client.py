@@ -47,6 +47,7 @@ from reflexa.models import (
     ContextRendering,
     ContextsResult,
     FreezeState,
+    Key,
     KeyCreated,
     Kind,
     LeakageOptions,
@@ -149,6 +150,15 @@ class Client:
         reached the server, since a repeat would mint a second key.
         """
         return self._transport.send(ops.create_key(role, namespaces, description))
+
+    def list_keys(self) -> list[Key]:
+        """Every key, revoked ones included, never a secret (admin only)."""
+        return self._transport.send(ops.list_keys())
+
+    def revoke_key(self, key_id: str) -> Key:
+        """Revoke a key (admin only): refused by every replica within 30 s; its UI
+        sessions end at once. Revoking again is a no-op."""
+        return self._transport.send(ops.revoke_key(key_id))
 
     def create_namespace(self, name: str, settings: NamespaceSettings | Mapping[str, Any] | None = None) -> Namespace:
         """Create a namespace; creating an identical one again returns it, a different one is a Conflict."""

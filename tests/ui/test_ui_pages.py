@@ -32,6 +32,13 @@ def test_overview_shows_counts_charts_queue_and_latency(world: UiWorld) -> None:
     assert "reflect.contrastive" in page  # the failed job's kind in the queue table
     assert re.search(r"<p class=\"big\">6</p><p>67% succeeded", page)  # 6 episodes, 4 succeeded
     assert re.search(r"\d+\.\d ms</p><p>p50", page)  # retrievals carry their server time
+    assert "No snapshot pins" in page
+    assert (
+        world.api.post("/v1/namespaces/mem/snapshots", json={"id": "run-7", "note": "before training"}).status_code
+        == 201
+    )
+    page = world.web(ADMIN_KEY).get("/ui/ns/mem").text
+    assert "run-7" in page and "before training" in page
 
 
 def test_trajectory_list_filters_and_the_step_viewer(world: UiWorld) -> None:

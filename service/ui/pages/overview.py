@@ -21,6 +21,8 @@ def namespaces(request: Request, session: UiSessionDep, services: ServicesDep) -
 @router.get("/ns/{ns}")
 def overview(request: Request, ns: Ns, session: UiSessionDep, services: ServicesDep) -> Response:
     o = services.overview.overview(session.principal, ns)
+    # Trainer data: the snapshots pinning this namespace's memory (newest first).
+    snapshots = services.snapshots.list(session.principal, ns, cursor=None, limit=10)
     labels = [d[5:] for d in o.days]  # MM-DD
     succeeded = [t.successes for t in o.trajectories]
     failed = [t.total - t.successes for t in o.trajectories]
@@ -31,6 +33,7 @@ def overview(request: Request, ns: Ns, session: UiSessionDep, services: Services
         {
             "ns": ns,
             "o": o,
+            "snapshots": snapshots,
             "traj_total": total,
             "traj_success": (sum(succeeded) / total) if total else None,
             "traj_chart": charts.stacked_bars(

@@ -33,6 +33,22 @@ class PayloadTooLarge(ReflexaError):
     type = "payload_too_large"
 
 
+class RequestTimeout(ReflexaError):
+    status = 408
+    type = "request_timeout"
+
+
+class TooManyRequests(ReflexaError):
+    """A key over its rate or its concurrent requests; `retry_after` seconds to wait."""
+
+    status = 429
+    type = "rate_limited"
+
+    def __init__(self, message: str, *, retry_after: int, field: str | None = None, rule: str | None = None) -> None:
+        super().__init__(message, field=field, rule=rule)
+        self.retry_after = retry_after
+
+
 class Unauthorized(ReflexaError):
     status = 401
     type = "unauthorized"

@@ -22,10 +22,12 @@ from service.distill.router import router as distill_router
 from service.export.router import router as export_router
 from service.health.router import router as health_router
 from service.jobs.router import router as jobs_router
+from service.key_limits import KeyLimitMiddleware
 from service.keys.router import router as keys_router
 from service.metrics import Metrics, MetricsMiddleware
 from service.namespaces.router import router as namespaces_router
 from service.reflections.router import router as reflections_router
+from service.request_id import RequestIdMiddleware, install_log_record_factory
 from service.retrieval.router import router as retrieval_router
 from service.rubrics.router import router as rubrics_router
 from service.settings import Settings, get_settings
@@ -35,7 +37,7 @@ from service.tasks.router import router as tasks_router
 from service.teacher.router import router as teacher_router
 from service.trajectories.router import router as trajectories_router
 from service.ui.install import install_ui, ui_http_error, ui_reflexa_error, ui_validation_error
-from service.ui.web import is_ui
+from service.ui.web import UiHeadersMiddleware, is_ui
 from store.database import Database
 
 log = logging.getLogger("reflexa")
@@ -144,8 +146,21 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     metrics = Metrics()
     app.state.metrics = metrics
+    install_log_record_factory()
+    limits = settings.limits
+    # Innermost first: the request id wraps everything, so even a 413 or a 429 has one.
+    if settings.ui.enabled:
+        app.add_middleware(UiHeadersMiddleware)
+    app.add_middleware(BodyLimitMiddleware, max_bytes=limits.max_body_bytes, timeout_s=limits.body_timeout_seconds)
+    app.add_middleware(
+        KeyLimitMiddleware,
+        rate=limits.requests_per_second_per_key,
+        burst=limits.request_burst_per_key,
+        max_concurrent=limits.max_concurrent_requests_per_key,
+        refused=metrics.rate_limited,
+    )
     app.add_middleware(MetricsMiddleware, metrics=metrics)
-    app.add_middleware(BodyLimitMiddleware, max_bytes=settings.limits.max_body_bytes)
+    app.add_middleware(RequestIdMiddleware)
     app.add_exception_handler(RequestValidationError, _validation_error)  # type: ignore[arg-type]
     app.add_exception_handler(ReflexaError, _reflexa_error)  # type: ignore[arg-type]
     app.add_exception_handler(StarletteHTTPException, _http_error)  # type: ignore[arg-type]

@@ -1,21 +1,31 @@
-"""Refuse request bodies over the configured size with 413, before parsing them."""
+"""Refuse request bodies over the configured size with 413, before parsing them,
+and bodies that take longer than the configured time to arrive with 408 (a slow
+client, or one trickling bytes to hold a connection, never pins a worker)."""
 
 from __future__ import annotations
+
+import asyncio
+import time
 
 import orjson
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from domain.errors import PayloadTooLarge
+from domain.errors import PayloadTooLarge, ReflexaError, RequestTimeout
 
 
 class BodyTooLarge(Exception):
     pass
 
 
+class BodyTooSlow(Exception):
+    pass
+
+
 class BodyLimitMiddleware:
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+    def __init__(self, app: ASGIApp, max_bytes: int, timeout_s: float = 60.0) -> None:
         self.app = app
         self.max_bytes = max_bytes
+        self.timeout_s = timeout_s
 
     def _error(self) -> PayloadTooLarge:
         return PayloadTooLarge(
@@ -24,12 +34,18 @@ class BodyLimitMiddleware:
             rule="max_body_bytes",
         )
 
-    async def _reject(self, send: Send) -> None:
-        body = orjson.dumps(self._error().to_body())
+    def _slow(self) -> RequestTimeout:
+        return RequestTimeout(
+            f"the request body did not arrive within {self.timeout_s:g} s", field="body", rule="body_timeout_seconds"
+        )
+
+    async def _reject(self, send: Send, error: ReflexaError | None = None) -> None:
+        error = error or self._error()
+        body = orjson.dumps(error.to_body())
         await send(
             {
                 "type": "http.response.start",
-                "status": 413,
+                "status": error.status,
                 "headers": [
                     (b"content-type", b"application/json"),
                     (b"content-length", str(len(body)).encode()),
@@ -52,29 +68,38 @@ class BodyLimitMiddleware:
                     await self._reject(send)
                     return
         received = 0
-        too_large = False
+        refused: ReflexaError | None = None
         rejected = False
+        body_done = False
+        deadline = time.monotonic() + self.timeout_s
 
         async def reject_once() -> None:
             nonlocal rejected
             if not rejected:
                 rejected = True
-                await self._reject(send)
+                await self._reject(send, refused)
 
         async def counting_receive() -> Message:
-            nonlocal received, too_large
-            message = await receive()
+            nonlocal received, refused, body_done
+            if body_done:  # after the body: only a disconnect can come, wait for it as long as it takes
+                return await receive()
+            try:
+                message = await asyncio.wait_for(receive(), max(0.0, deadline - time.monotonic()))
+            except TimeoutError:
+                refused = self._slow()
+                raise BodyTooSlow from None
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
+                body_done = not message.get("more_body", False)
                 if received > self.max_bytes:
-                    too_large = True
+                    refused = self._error()
                     raise BodyTooLarge
             return message
 
         async def guarded_send(message: Message) -> None:
             # The framework turns our exception into its own 400 while parsing the
-            # body; answer with the 413 it really is instead.
-            if too_large:
+            # body; answer with the 413 (or 408) it really is instead.
+            if refused is not None:
                 if message["type"] == "http.response.start":
                     await reject_once()
                 return
@@ -82,5 +107,5 @@ class BodyLimitMiddleware:
 
         try:
             await self.app(scope, counting_receive, guarded_send)
-        except BodyTooLarge:
+        except (BodyTooLarge, BodyTooSlow):
             await reject_once()

@@ -37,8 +37,33 @@ def _serve(args: argparse.Namespace) -> int:
     host = args.host or settings.host
     port = args.port or settings.port
     print(f"Reflexa on http://{host}:{port}  (database: {_redact(url)})", file=sys.stderr, flush=True)
-    uvicorn.run(create_app(settings), host=host, port=port, log_level=args.log_level, access_log=False)
+    uvicorn.run(
+        create_app(settings),
+        host=host,
+        port=port,
+        log_level=args.log_level,
+        access_log=False,
+        log_config=log_config(),
+    )
     return 0
+
+
+def log_config() -> dict[str, object]:
+    """uvicorn's logging, every line with its request id (our loggers' too)."""
+    import copy
+
+    from uvicorn.config import LOGGING_CONFIG
+
+    from service.request_id import LOG_FORMAT, install_log_record_factory
+
+    install_log_record_factory()
+    config = copy.deepcopy(LOGGING_CONFIG)
+    for formatter in config["formatters"].values():
+        formatter["fmt"] = LOG_FORMAT
+        formatter.pop("use_colors", None)
+        formatter["()"] = "logging.Formatter"
+    config["loggers"]["reflexa"] = {"handlers": ["default"], "level": "INFO", "propagate": False}
+    return config
 
 
 def _redact(url: str) -> str:

@@ -96,6 +96,12 @@ class Metrics:
             buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
             registry=self.registry,
         )
+        self.rate_limited = Counter(
+            "reflexa_rate_limited",
+            "Requests refused with 429 by the per-key limits",
+            ["rule"],
+            registry=self.registry,
+        )
         self._watched: list[Collector] = []
 
     def watch(self, db: Database, embedder: object, index_registry: object) -> None:

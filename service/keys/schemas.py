@@ -25,7 +25,21 @@ class KeyRead(ResponseModel):
     description: str | None = None
     created_at: datetime
     revoked_at: datetime | None = None
+    expires_at: datetime | None = Field(None, description="set by a rotation: refused from then on")
 
 
 class KeyCreated(KeyRead):
     key: str = Field(description="the secret; shown only in this response")
+
+
+MAX_GRACE_SECONDS = 30 * 24 * 3600
+
+
+class KeyRotate(RequestModel):
+    grace_seconds: int = Field(
+        3600,
+        ge=0,
+        le=MAX_GRACE_SECONDS,
+        description="how long the old key stays valid beside the new one (0: refused at once)",
+    )
+    description: str | None = Field(None, max_length=200, description="the new key's (default: the old key's)")

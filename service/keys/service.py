@@ -6,17 +6,18 @@ import re
 import secrets
 import time
 from dataclasses import dataclass
+from datetime import timedelta
 
 from sqlalchemy.orm import Session
 
-from domain.errors import InvalidInput, NotFound, Unauthorized
+from domain.errors import Conflict, InvalidInput, NotFound, Unauthorized
 from domain.schemas import NAMESPACE_PATTERN
 from service.auth import Permission, Principal, hash_key, new_key_secret
-from service.keys.schemas import KeyCreate, KeyCreated, KeyRead
+from service.keys.schemas import KeyCreate, KeyCreated, KeyRead, KeyRotate
 from store import keys as repo
 from store import ui_sessions
 from store.database import Database
-from store.models import ApiKey
+from store.models import ApiKey, utcnow
 
 _NAMESPACE_RE = re.compile(NAMESPACE_PATTERN)
 ENV_ADMIN_KEY_ID = "admin-env"
@@ -97,6 +98,38 @@ class KeyService:
         self._cache.pop(digest, None)
         return read
 
+    def rotate(self, principal: Principal, key_id: str, body: KeyRotate) -> KeyCreated:
+        """A new key with the same role, scope and description; the old one stays
+        valid for `grace_seconds` (then refused, on every replica within
+        CACHE_SECONDS), so clients can move over without an outage."""
+        principal.require(Permission.KEYS_MANAGE)
+        secret = new_key_secret()
+
+        def work(session: Session) -> tuple[KeyCreated, str]:
+            old = repo.read_key(session, key_id, for_update=True)
+            if old is None:
+                raise NotFound(f"key {key_id!r} not found", field="id")
+            now = utcnow()
+            if old.revoked_at is not None or (old.expires_at is not None and old.expires_at <= now):
+                raise Conflict(f"key {key_id!r} is no longer valid; create a new one", field="id", rule="key_valid")
+            new = repo.create_key(
+                session,
+                id="key_" + secrets.token_hex(8),
+                key_hash=hash_key(secret),
+                role=old.role,
+                namespaces=list(old.namespaces),
+                description=body.description if body.description is not None else old.description,
+            )
+            repo.update_key_expiry(session, old, now + timedelta(seconds=body.grace_seconds))
+            if body.grace_seconds == 0:
+                ui_sessions.end_sessions_of_key(session, key_id)
+            return KeyCreated(**KeyRead.from_row(new).model_dump(), key=secret), old.key_hash
+
+        created, old_digest = self.db.run_write(work)
+        if body.grace_seconds == 0:
+            self._cache.pop(old_digest, None)
+        return created
+
     @staticmethod
     def principal_of(row: ApiKey) -> Principal:
         return Principal(key_id=row.id, role=row.role, namespaces=frozenset(row.namespaces))
@@ -119,8 +152,14 @@ class KeyService:
             row = repo.read_key_by_hash(session, digest)
             if row is None or row.revoked_at is not None:
                 raise Unauthorized("unknown or revoked API key")
+            trusted_for = self.CACHE_SECONDS
+            if row.expires_at is not None:
+                left = (row.expires_at - utcnow()).total_seconds()
+                if left <= 0:
+                    raise Unauthorized("this API key was rotated and its grace period is over; use the new key")
+                trusted_for = min(trusted_for, left)  # a rotated key is never trusted past its expiry
             principal = self.principal_of(row)
-        self._cache[digest] = (now + self.CACHE_SECONDS, principal)
+        self._cache[digest] = (now + trusted_for, principal)
         return principal
 
     def _cached(self, digest: str) -> Principal | None:

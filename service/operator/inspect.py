@@ -9,7 +9,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any
 
 from domain.errors import NotFound
 from domain.reflections import KINDS
@@ -28,12 +28,8 @@ from store import retrieval_log as repo
 from store.database import Database
 from store.retrieval_log import LoggedRetrieval, ServedDay
 
-EPISODE_RETRIEVALS = 500
+EPISODE_RETRIEVALS = 500  # at most this many retrievals shown with one episode
 SEARCH_K = 20
-
-
-class HasUtility(Protocol):
-    id: str  # at most this many retrievals shown with one episode
 
 
 def content_text(content: dict[str, Any]) -> str:
@@ -108,8 +104,9 @@ class InspectService:
         self.trajectories = trajectories
         self.retriever = retrieval
 
-    def utilities(self, ns: str, rows: Sequence[HasUtility]) -> dict[str, ranking.Utility]:
-        """id -> posterior utility (mean and uncertainty) at the namespace's baseline."""
+    def utilities(self, ns: str, rows: Sequence[Any]) -> dict[str, ranking.Utility]:
+        """id -> posterior utility (mean and uncertainty) at the namespace's baseline, for
+        reflection rows or `ReflectionRead`s (whose counters sit under `.utility`)."""
         baseline = self.baseline(ns)
         out = {}
         for row in rows:

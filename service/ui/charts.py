@@ -40,9 +40,8 @@ def _frame(title: str, desc: str, body: list[str], y_max: float, y_label: str) -
         f'<text x="{PAD_LEFT - 4}" y="{PAD_TOP + plot_h}" class="tick" text-anchor="end">0</text>',
     ]
     return Markup(
-        f'<svg class="chart" viewBox="0 0 {WIDTH} {HEIGHT}" role="img"><title>{escape(title)}</title><desc>{escape(desc)}</desc>{DEFS}'
-        + "".join(axis + body)
-        + "</svg>"
+        f'<svg class="chart" viewBox="0 0 {WIDTH} {HEIGHT}" role="img">'
+        f"<title>{escape(title)}</title><desc>{escape(desc)}</desc>{DEFS}" + "".join(axis + body) + "</svg>"
     )
 
 

@@ -1,5 +1,6 @@
-"""Puts the UI on the application: its pages, its static files, its headers, and
-HTML instead of JSON for errors on its paths."""
+"""Puts the UI on the application: its pages, its static files, and HTML instead
+of JSON for errors on its paths (its headers middleware is placed by app.py, with
+the others)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from domain.errors import ReflexaError
 from service.ui.pages import admin, auth, jobs, overview, reflections, retrievals, review, trajectories
-from service.ui.web import HERE, UI_PREFIX, SignInRequired, UiHeadersMiddleware, error_page, sign_in_redirect
+from service.ui.web import HERE, UI_PREFIX, SignInRequired, error_page, sign_in_redirect
 
 PAGES = (auth, overview, trajectories, reflections, review, jobs, retrievals, admin)
 
@@ -40,5 +41,4 @@ def install_ui(app: FastAPI) -> None:
     for page in PAGES:
         app.include_router(page.router)
     app.mount(f"{UI_PREFIX}/static", StaticFiles(directory=str(HERE / "static")), name="ui-static")
-    app.add_middleware(UiHeadersMiddleware)
     app.add_exception_handler(SignInRequired, ui_sign_in_required)  # type: ignore[arg-type]

@@ -95,6 +95,32 @@ def test_keys_are_listed_without_secrets_and_revoked(admin: Client, live_server:
         admin.revoke_key("key_missing")
 
 
+def test_a_rotated_key_works_through_its_grace_period_then_not(admin: Client, live_server: Any, namespace: str) -> None:
+    old = admin.create_key("trainer", [namespace], description="rotating")
+    new = admin.rotate_key(old.id, grace_seconds=2)
+    assert (new.role, new.namespaces, new.description) == ("trainer", [namespace], "rotating") and new.id != old.id
+    listed = {k.id: k for k in admin.list_keys()}
+    assert listed[old.id].expires_at is not None and listed[new.id].expires_at is None
+    with (
+        Client(live_server.url, old.key, namespace=namespace) as before,
+        Client(live_server.url, new.key, namespace=namespace) as after,
+    ):
+        before.list_trajectories()  # both work during the grace period
+        after.list_trajectories()
+        time.sleep(2.2)
+        with pytest.raises(errors.Unauthorized) as caught:
+            before.list_trajectories()
+        assert "rotated" in str(caught.value)
+        after.list_trajectories()
+    with pytest.raises(errors.Conflict):
+        admin.rotate_key(old.id)
+    immediate = admin.rotate_key(new.id, grace_seconds=0)
+    with Client(live_server.url, new.key, namespace=namespace) as gone, pytest.raises(errors.Unauthorized):
+        gone.list_trajectories()
+    with Client(live_server.url, immediate.key, namespace=namespace) as current:
+        current.list_trajectories()
+
+
 def test_trajectory_lifecycle(admin: Client, namespace: str) -> None:
     trajectory_id = unique("t")
     first = admin.create_trajectory(
@@ -431,6 +457,7 @@ def test_every_client_route_exists_in_the_servers_openapi(live_server: Any) -> N
         "create_key": ("agent", ["nsx"], None),
         "list_keys": (),
         "revoke_key": ("idx",),
+        "rotate_key": ("idx", 60),
         "create_namespace": ("nsx", None),
         "list_namespaces": (None,),
         "get_namespace": ("nsx",),

@@ -419,9 +419,7 @@ _texts = st.text(alphabet="abcAB 42.", max_size=20)
 
 @given(
     # weights 0 or at least 1e-3: a subnormal weight times a small scale underflows to 0
-    outcomes=st.lists(
-        st.tuples(st.booleans(), st.one_of(st.just(0.0), st.floats(1e-3, 10))), min_size=1, max_size=8
-    ),
+    outcomes=st.lists(st.tuples(st.booleans(), st.one_of(st.just(0.0), st.floats(1e-3, 10))), min_size=1, max_size=8),
     scale=st.floats(0.01, 100),
 )
 def test_reward_is_the_weighted_mean_and_scale_free(outcomes: list[tuple[bool, float]], scale: float) -> None:

@@ -98,6 +98,7 @@ BODIES["create_rubric"] = {
 BODIES["score_rubric"] = {"trajectory": {**TRAJECTORY, "id": "inline"}, "final_answer": "a", "label": "l"}
 BODIES["score_rubric_batch"] = {"items": [{"trajectory_id": "open", "label": "l"}], "snapshot": "s1"}
 BODIES["create_reward_capability"] = {"note": "n"}
+BODIES["rotate_key"] = {"grace_seconds": 60, "description": "d"}
 BODIES["openrlhf_reward"] = {"query": ["p q"], "prompts": ["p"], "labels": ["l"]}
 PATH_VALUES = {"ns": "proj", "id": "open", "retrieval_id": "r1", "capability_id": "cap_1", "capability": "rfxrw_x"}
 FREE_KEY = "k"  # the key under which a free-form object (metadata, state data) gets a string

@@ -193,6 +193,14 @@ def revoke_key(key_id: str) -> Operation[Key]:
     return Operation("DELETE", f"/v1/keys/{_segment(key_id)}", _reader(Key))
 
 
+def rotate_key(key_id: str, grace_seconds: int, description: str | None = None) -> Operation[KeyCreated]:
+    # Each call mints a new key: retried only when the first surely did not arrive.
+    body: dict[str, Any] = {"grace_seconds": grace_seconds}
+    if description is not None:
+        body["description"] = description
+    return Operation("POST", f"/v1/keys/{_segment(key_id)}/rotate", _reader(KeyCreated), body=body, retry="unsent")
+
+
 def create_namespace(name: str, settings: NamespaceSettings | Mapping[str, Any] | None) -> Operation[Namespace]:
     body = coerce(NamespaceCreate, {"name": name, "settings": settings})
     return Operation("POST", "/v1/namespaces", _reader(Namespace), body=dump(body))

@@ -131,6 +131,9 @@ class AsyncClient:
     async def revoke_key(self, key_id: str) -> Key:
         return await self._transport.send(ops.revoke_key(key_id))
 
+    async def rotate_key(self, key_id: str, grace_seconds: int = 3600, description: str | None = None) -> KeyCreated:
+        return await self._transport.send(ops.rotate_key(key_id, grace_seconds, description))
+
     async def create_namespace(
         self, name: str, settings: NamespaceSettings | Mapping[str, Any] | None = None
     ) -> Namespace:

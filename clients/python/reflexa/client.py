@@ -160,6 +160,11 @@ class Client:
         sessions end at once. Revoking again is a no-op."""
         return self._transport.send(ops.revoke_key(key_id))
 
+    def rotate_key(self, key_id: str, grace_seconds: int = 3600, description: str | None = None) -> KeyCreated:
+        """A new key with the same role and scope (secret in ``.key``, shown once); the
+        old one keeps working for ``grace_seconds``, then is refused (admin only)."""
+        return self._transport.send(ops.rotate_key(key_id, grace_seconds, description))
+
     def create_namespace(self, name: str, settings: NamespaceSettings | Mapping[str, Any] | None = None) -> Namespace:
         """Create a namespace; creating an identical one again returns it, a different one is a Conflict."""
         return self._transport.send(ops.create_namespace(name, settings))

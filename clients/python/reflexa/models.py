@@ -423,6 +423,7 @@ class Key(ResponseModel):
     description: str | None = None
     created_at: datetime
     revoked_at: datetime | None = None
+    expires_at: datetime | None = None  # a rotated key is refused from then on
 
 
 class KeyCreated(Key):

@@ -71,6 +71,7 @@ def settings(request: Request, ns: Ns, session: UiSessionDep, services: Services
 
 @router.post("/ns/{ns}/settings")
 async def save_settings(request: Request, ns: Ns, session: UiSessionDep, services: ServicesDep) -> Response:
+    session.principal.require(Permission.NAMESPACES_CONFIGURE, ns)  # before reading what was sent
     form = await read_form(request, session)
     raw = form.get("settings", "")
     try:

@@ -11,6 +11,7 @@ from starlette.concurrency import run_in_threadpool
 
 from domain.errors import Conflict, InvalidInput
 from domain.reflections import KINDS, STATUSES
+from service.auth import Permission
 from service.deps import ServicesDep
 from service.params import Ns, ReflectionId
 from service.reflections.schemas import ReflectionUpdate
@@ -80,6 +81,7 @@ def bulk_confirm(request: Request, ns: Ns, session: UiSessionDep, services: Serv
 
 @router.post("/bulk")
 async def bulk_apply(request: Request, ns: Ns, session: UiSessionDep, services: ServicesDep) -> Response:
+    session.principal.require(Permission.REFLECTIONS_CURATE, ns)  # scope first: another namespace is a 404
     form = await read_form(request, session)
     f = Fields(form)
     action = f.choice("action", ("retire", "approve")) or "retire"
@@ -175,6 +177,7 @@ def _reflection_page(
 async def change_status(
     request: Request, ns: Ns, id: ReflectionId, session: UiSessionDep, services: ServicesDep
 ) -> Response:
+    session.principal.require(Permission.REFLECTIONS_CURATE, ns)
     form = await read_form(request, session)
     f = Fields(form)
     status = f.choice("status", STATUSES)

@@ -18,7 +18,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-BENCHMARKS = ("ingest", "retrieval", "freshness", "reflect", "distill", "advantages")
+BENCHMARKS = ("ingest", "retrieval", "freshness", "reflect", "distill", "advantages", "ui")
 DEFAULT_OUT = Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md"
 
 

@@ -7,9 +7,9 @@ queries alone in this process.
 1. A store of 1,000,000 steps (50,000 trajectories) and 100,000 reflections with
    their evidence, versions, vectors and lexical rows, 200,000 logged retrievals and
    the jobs a worker leaves (bench/ui_fill.py), plus a small second namespace.
-2. One real uvicorn server on it (worker off, the model-free embedder except for
-   search, which encodes the query like any retrieve), signed in through the login
-   form with the admin key (the session cookie every page then reads from SQL).
+2. One real uvicorn server on it (worker off; the packaged MiniLM on ONNX, which
+   only search uses: it encodes the query like any retrieve), signed in through the
+   login form with the admin key (the session cookie every page then reads from SQL).
 3. Per page case, a warm-up, then `reps` rounds, each interleaving the page over HTTP
    (request sent -> whole HTML received) with its floor: the store functions the
    page's services call, with the same arguments, in this process on the same
@@ -38,12 +38,13 @@ from bench.databases import databases
 from bench.latency import Latency
 from bench.machine import MachineFacts
 from bench.output import add_out_option, write_section
-from bench.processes import server
+from bench.processes import server, share_models
 
 SECTION = "ui"
 ADMIN_KEY = "rfx_bench_ui_admin_key"
 NS = "bench"
 PAGE = 50  # the UI's default page size
+HASHING_MODEL, HASHING_DIM = "hashing-256", 256  # the model-free embedder's name and size
 
 
 @dataclass(frozen=True)
@@ -51,11 +52,12 @@ class Config:
     steps: int
     reflections: int
     reps: int
+    embedder: str  # the server's (and the search floor's) backend; the vectors are filled for it
 
 
-FULL = Config(1_000_000, 100_000, 30)
-QUICK = Config(100_000, 10_000, 10)
-SMOKE = Config(4_000, 400, 2)
+FULL = Config(1_000_000, 100_000, 30, "onnx")
+QUICK = Config(100_000, 10_000, 10, "onnx")
+SMOKE = Config(4_000, 400, 2, "hashing")  # seconds, no model export (tests/bench)
 
 
 @dataclass
@@ -225,16 +227,20 @@ def floors(database_url: str) -> tuple[dict[str, Callable[[], Any]], dict[str, s
     return cases, urls, db.dispose
 
 
-def search_floor(database_url: str, query: str) -> tuple[Callable[[], Any], Callable[[], None]]:
+def search_floor(database_url: str, query: str, embedder: str) -> tuple[Callable[[], Any], Callable[[], None]]:
     """The retrieval service in this process: what search runs, minus HTTP and HTML."""
     from service.auth import Principal
     from service.container import Services
     from service.settings import Settings
     from store.database import Database
 
-    tmp = Path(tempfile.mkdtemp(prefix="reflexa_bench_ui_"))
+    tmp = share_models(Path(tempfile.mkdtemp(prefix="reflexa_bench_ui_")))
     settings = Settings(
-        database_url=database_url, data_dir=tmp, embedding={"backend": "hashing"}, worker={"in_process": False}
+        database_url=database_url,
+        data_dir=tmp,
+        embedding={"backend": embedder},
+        worker={"in_process": False},
+        index={"snapshots": False},
     )
     db = Database(database_url)
     services = Services.build(settings, db)
@@ -269,7 +275,8 @@ def run(cfg: Config, backend: str, command: str) -> Report:
         url = dbs.url(backend, "ui")
         progress(f"fill: {cfg.steps:,} steps, {cfg.reflections:,} reflections on {backend}")
         t = time.perf_counter()
-        fill(url, steps=cfg.steps, reflections=cfg.reflections)
+        vectors = {"model": HASHING_MODEL, "dim": HASHING_DIM} if cfg.embedder == "hashing" else {}
+        fill(url, steps=cfg.steps, reflections=cfg.reflections, **vectors)
         fill_s = time.perf_counter() - t
         progress(f"  filled in {fill_s:.0f} s")
         report = Report(
@@ -288,7 +295,7 @@ def run(cfg: Config, backend: str, command: str) -> Report:
             "REFLEXA_INDEX__SNAPSHOTS": "false",
         }
         query = dict(httpx.QueryParams(urls["search by state"].split("?", 1)[1]))["q"]
-        search, close_search = search_floor(url, query)
+        search, close_search = search_floor(url, query, cfg.embedder)
         cases["search by state"] = search
         try:
             with server(url, ADMIN_KEY, work, env=env) as srv, httpx.Client(base_url=srv.url, timeout=120) as client:

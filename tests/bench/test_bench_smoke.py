@@ -117,6 +117,14 @@ EXPECTED: dict[str, tuple[list[str], list[str]]] = {
             r"\| text \| 4 × 8 \| 9 \| 1 \|",  # … after text contexts (8 words and a BOS)
         ],
     ),
+    "ui": (
+        ["## Operator UI: page render times"],
+        [
+            rf"\| {page} \| [\d.]+ \| [\d.]+ \| [\d.]+ \| [\d.]+ \| [\d.]+ \| \d+ \|"
+            for page in ("overview", "trajectories", "reflections", "review queue", "jobs \\(failed\\)", "retrieval log")
+        ]
+        + [r"\| search by state \| [\d.]+ \|"],
+    ),
 }
 
 

@@ -131,10 +131,16 @@ class LiveServer:
 
 
 def start_server(
-    database_url: str, data_dir: Path, *, env: dict[str, str] | None = None, log: Path | None = None
+    database_url: str,
+    data_dir: Path,
+    *,
+    env: dict[str, str] | None = None,
+    log: Path | None = None,
+    port: int | None = None,
 ) -> LiveServer:
-    """A real uvicorn process serving the app over HTTP on a free port."""
-    port = free_port()
+    """A real uvicorn process serving the app over HTTP on a free port (or `port`:
+    a server brought back where its clients expect it)."""
+    port = port or free_port()
     full_env = {
         **os.environ,
         "REFLEXA_DATABASE_URL": database_url,

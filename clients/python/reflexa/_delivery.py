@@ -17,12 +17,13 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from reflexa import _operations as ops
+from reflexa._spool import Spool, SpooledRequest
 from reflexa._transport import SyncTransport
 from reflexa.errors import ConsistencyTimeout, ReflexaError
 
 log = logging.getLogger("reflexa.episode")
 
-OutcomeState = Literal["none", "pending", "sent", "failed"]
+OutcomeState = Literal["none", "pending", "sent", "failed", "spooled"]
 
 #: Between delivery attempts once the transport's own retries have given up.
 _FIRST_PAUSE = 0.5
@@ -34,8 +35,11 @@ class EpisodeStats:
     """Where every step of an episode went.
 
     ``accepted`` steps got an index; each is eventually ``sent`` (the server stored
-    it) or ``failed`` (a permanent error, or not delivered within ``flush_timeout``);
-    until then it is ``pending``. ``dropped`` steps never got an index: the buffer was full.
+    it), ``spooled`` (not delivered within ``flush_timeout``, kept in the client's
+    local spool to be replayed when the server is back) or ``failed`` (a permanent
+    error, or not delivered in time without a spool); until then it is ``pending``.
+    ``dropped`` steps never got an index: the buffer was full. An outcome kept in
+    the spool is ``spooled`` too.
     """
 
     accepted: int
@@ -44,15 +48,22 @@ class EpisodeStats:
     dropped: int
     outcome: OutcomeState
     last_error: ReflexaError | None
+    spooled: int = 0
 
     @property
     def pending(self) -> int:
-        return self.accepted - self.sent - self.failed
+        return self.accepted - self.sent - self.failed - self.spooled
 
     @property
     def delivered(self) -> bool:
         """Everything given to the episode reached the server."""
-        return self.dropped == 0 and self.failed == 0 and self.pending == 0 and self.outcome in ("none", "sent")
+        return (
+            self.dropped == 0
+            and self.failed == 0
+            and self.spooled == 0
+            and self.pending == 0
+            and self.outcome in ("none", "sent")
+        )
 
 
 @dataclass(frozen=True)
@@ -82,6 +93,7 @@ class EpisodeSender:
         flush_timeout: float = 10.0,
         wait_searchable_ms: int = 0,
         on_failure: Callable[[ReflexaError], None],
+        spool: Spool | None = None,
     ) -> None:
         self._transport = transport
         self._namespace = namespace
@@ -93,6 +105,9 @@ class EpisodeSender:
         self._flush_timeout = flush_timeout
         self._wait_searchable_ms = wait_searchable_ms
         self._on_failure = on_failure
+        self._spool = spool
+        self._current: _Work | None = None  # the request being sent
+        self._spooled = 0
 
         self._lock = threading.Lock()
         self._wake = threading.Condition(self._lock)
@@ -170,6 +185,7 @@ class EpisodeSender:
                 dropped=self._dropped,
                 outcome=self._outcome_state,
                 last_error=self._last_error,
+                spooled=self._spooled,
             )
 
     def close(self, flush_timeout: float) -> bool | None:
@@ -199,22 +215,59 @@ class EpisodeSender:
         )
 
     def _give_up(self, flush_timeout: float) -> bool:
-        """Count what is still queued or in flight as failed and let the sender thread
-        go; ``True`` if anything was lost that way."""
+        """Spool (or, without a spool, count as failed) what is still queued or in
+        flight and let the sender thread go; ``True`` if anything was undelivered."""
         with self._lock:
             self._abandon.set()
             undelivered = self._buffered()
             lost = undelivered > 0 or self._outcome_state == "pending"
-            self._failed += undelivered
-            self._queue.clear()
-            self._in_flight = 0
-            if self._outcome_state == "pending":
-                self._outcome_state = "failed"
             if lost:
                 self._last_error = ReflexaError(
                     f"not delivered within flush_timeout={flush_timeout}s", type="flush_timeout"
                 )
+            self._set_aside(self._current)
         return lost
+
+    def _set_aside(self, current: _Work | None) -> None:
+        """With the lock held: what was not delivered goes to the spool, in the
+        order the server must see it (else it counts as failed)."""
+        steps = self._buffered()
+        outcome_pending = self._outcome_state == "pending"
+        kept_steps, outcome_kept = self._to_spool(current) if self._spool is not None else (0, False)
+        self._spooled += kept_steps
+        self._failed += steps - kept_steps
+        self._queue.clear()
+        self._in_flight = 0
+        if outcome_pending:
+            self._outcome_state = "spooled" if outcome_kept else "failed"
+
+    def _to_spool(self, current: _Work | None) -> tuple[int, bool]:
+        """Spool the undelivered requests; (steps kept, outcome kept)."""
+        assert self._spool is not None
+        works: list[_Work] = []
+        created = self._created
+        if current is not None:
+            works.append(current)
+            created = True
+        queued = [body for _, body in self._queue]
+        for start in range(0, len(queued), self._batch_size):
+            works.append(_Work(create=not created, steps=queued[start : start + self._batch_size], outcome=None))
+            created = True
+        outcome_sent_with = any(w.outcome is not None for w in works)
+        if self._outcome_state == "pending" and not outcome_sent_with:
+            works.append(_Work(create=not created, steps=[], outcome=self._outcome))
+        requests = [SpooledRequest.of(self._spool_operation(w), self._id, len(w.steps)) for w in works]
+        if not requests:
+            return 0, False
+        kept = self._spool.add(requests)
+        kept_steps = sum(r.steps for r in requests[:kept])
+        outcome_kept = any(w.outcome is not None for w in works[:kept])
+        return kept_steps, outcome_kept
+
+    def _spool_operation(self, work: _Work) -> ops.Operation[Any]:
+        if not work.create and not work.steps:  # the outcome alone: a replay does not wait
+            return ops.report_outcome(self._namespace, self._id, work.outcome or {}, 0)
+        return self._operation(work)
 
     # --- the sender thread ------------------------------------------------------------------
 
@@ -243,13 +296,16 @@ class EpisodeSender:
                     outcome = None
                     if not self._created and not self._queue and self._outcome_state == "pending" and fold:
                         outcome = self._outcome  # a short episode: one request does it all
-                    return _Work(create=not self._created, steps=steps, outcome=outcome)
+                    self._current = _Work(create=not self._created, steps=steps, outcome=outcome)
+                    return self._current
                 if not self._queue and self._finished:
                     pending = self._outcome if self._outcome_state == "pending" else None
                     if not self._created:
-                        return _Work(create=True, steps=[], outcome=pending if fold else None)
+                        self._current = _Work(create=True, steps=[], outcome=pending if fold else None)
+                        return self._current
                     if pending is not None:
-                        return _Work(create=False, steps=[], outcome=pending)
+                        self._current = _Work(create=False, steps=[], outcome=pending)
+                        return self._current
                     return None
                 self._wake.wait(self._queue[0][0] + self._flush_interval - now if self._queue else None)
 
@@ -330,6 +386,7 @@ class EpisodeSender:
             self._created = True
             self._sent += len(work.steps)
             self._in_flight = 0
+            self._current = None
             if work.outcome is not None:
                 self._outcome_state = "sent"
 
@@ -340,10 +397,14 @@ class EpisodeSender:
                 return
             self._stopped = True
             self._last_error = error
-            self._failed += len(work.steps) + len(self._queue)
-            self._queue.clear()
-            self._in_flight = 0
-            if self._outcome_state == "pending":
-                self._outcome_state = "failed"
+            if error.transient:  # out of time, not refused: the spool can still deliver it
+                self._set_aside(work)
+            else:
+                self._failed += len(work.steps) + len(self._queue)
+                self._queue.clear()
+                self._in_flight = 0
+                if self._outcome_state == "pending":
+                    self._outcome_state = "failed"
+            self._current = None
         log.warning("episode %s: delivery stopped: %s", self._id, error)
         self._on_failure(error)

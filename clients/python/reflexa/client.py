@@ -36,6 +36,8 @@ from reflexa._operations import (
     TrajectoryInput,
 )
 from reflexa._retry import RetryPolicy
+from reflexa._spool import DEFAULT_MAX_BYTES as DEFAULT_SPOOL_BYTES
+from reflexa._spool import ReplayReport, Spool, SpoolReplayer
 from reflexa._transport import SyncTransport
 from reflexa.config import DEFAULT_TIMEOUT, ClientConfig
 from reflexa.episode import Episode, EpisodeErrorCallback
@@ -90,6 +92,12 @@ class Client:
     Pass ``http_client`` to bring your own ``httpx.Client`` (proxies, TLS, a mock
     transport in tests); it is then yours to close.
 
+    ``spool_path`` (default ``REFLEXA_SPOOL_PATH``) turns on the episode logger's
+    local spool: what an episode could not deliver within its ``flush_timeout`` is
+    kept in that file (at most ``spool_max_bytes``) and replayed, idempotently, in
+    the background when this client starts and after each delivered episode, or by
+    :meth:`flush_spool` (``reflexa flush``). Give each process its own path.
+
     Safe to share between threads. Use it as a context manager, or call :meth:`close`.
     """
 
@@ -104,6 +112,8 @@ class Client:
         backoff: float = 0.5,
         max_backoff: float = 30.0,
         http_client: httpx.Client | None = None,
+        spool_path: str | None = None,
+        spool_max_bytes: int = DEFAULT_SPOOL_BYTES,
     ) -> None:
         self.config = ClientConfig.resolve(
             base_url=base_url,
@@ -111,8 +121,20 @@ class Client:
             namespace=namespace,
             timeout=timeout,
             retry=RetryPolicy(max_retries=max_retries, backoff=backoff, max_backoff=max_backoff),
+            spool_path=spool_path,
         )
         self._transport = SyncTransport(self.config, http_client)
+        self._spool = Spool(self.config.spool_path, spool_max_bytes) if self.config.spool_path else None
+        self._replayer = SpoolReplayer(self._spool, self._transport) if self._spool is not None else None
+        if self._replayer is not None:
+            self._replayer.kick()  # what an earlier run left, sent in the background
+
+    def flush_spool(self) -> ReplayReport:
+        """Send what the local spool holds now (in order; stops at the first transient
+        failure, the rest waits). Without a spool configured, a report of nothing."""
+        if self._spool is None:
+            return ReplayReport(0, 0, 0, 0)
+        return self._spool.replay(self._transport)
 
     def close(self) -> None:
         self._transport.close()

@@ -127,6 +127,7 @@ class Episode:
             flush_timeout=flush_timeout,
             wait_searchable_ms=wait_searchable_ms,
             on_failure=self._report,
+            spool=client._spool,
         )
 
     def step(
@@ -290,15 +291,19 @@ class Episode:
         stats = self._sender.stats()
         if timed_out is None:  # closed before; it was reported then
             return stats
+        if stats.delivered and self._client._replayer is not None:
+            self._client._replayer.kick()  # the server is reachable: send what earlier episodes spooled
         if not stats.delivered:
             message = (
                 f"episode {self.id}: {stats.dropped} steps dropped, {stats.failed} not delivered, "
+                f"{stats.spooled} kept in the spool for later, "
                 f"outcome {stats.outcome}; last error: {stats.last_error}"
             )
             log.warning("%s", message)
             if stats.dropped or timed_out:
                 self._report(EpisodeDeliveryError(message, stats=stats))
-            if raise_on_loss:
+            lost = stats.dropped or stats.failed or stats.outcome == "failed"
+            if raise_on_loss and lost:  # (kept in the spool is late, not lost)
                 raise EpisodeDeliveryError(message, stats=stats)
         return stats
 

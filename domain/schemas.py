@@ -41,3 +41,36 @@ T = TypeVar("T")
 class Page(ResponseModel, Generic[T]):
     items: list[T]
     next_cursor: str | None = Field(None, description="pass as `cursor` for the next page; null at the end")
+
+
+class ErrorDetail(ResponseModel):
+    type: str = Field(description="what kind of error: invalid_input, unauthorized, not_found, conflict, …")
+    message: str
+    field: str | None = Field(None, description="the field at fault, as a path (`steps[3].state.observation`)")
+    rule: str | None = Field(None, description="the rule it broke, machine-readable")
+    errors: list[dict[str, Any]] | None = Field(None, description="every problem, for schema errors")
+
+
+class ErrorResponse(ResponseModel):
+    """The one shape of every error answer (docs/api.md, "Errors")."""
+
+    error: ErrorDetail
+
+
+_ERRORS = {
+    400: "the body is not JSON in UTF-8",
+    401: "missing, malformed, unknown, revoked or expired key",
+    403: "the key's role may not do this",
+    404: "no such namespace (or not the key's), resource or route",
+    408: "the request body took too long to arrive",
+    409: "a conflict: same id with another body, a frozen namespace, a stale version, …",
+    413: "the body is larger than the limit",
+    422: "invalid input: the field and the rule are named",
+    429: "the key is over its rate or concurrency limit (see Retry-After)",
+    502: "an upstream the request needs (a teacher endpoint) answered badly",
+    503: "something the request needs is not available",
+    504: "waited too long: for an upstream, or for a write to become searchable",
+}
+ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    code: {"model": ErrorResponse, "description": description} for code, description in _ERRORS.items()
+}

@@ -14,6 +14,7 @@ from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from domain.errors import ReflexaError
+from domain.schemas import ERROR_RESPONSES
 from migrations import schema_status
 from service.advantages.router import router as advantages_router
 from service.body_limit import BodyLimitMiddleware
@@ -99,9 +100,27 @@ def _http_error(request: Request, exc: StarletteHTTPException) -> Response:
     if exc.status_code == 400 and "parsing the body" in message:
         message = "request body is not valid JSON in UTF-8"
     body: dict[str, Any] = {"type": kind, "message": message}
+    headers = getattr(exc, "headers", None)
     if exc.status_code == 400:
         body.update(field="body", rule="json_utf8")
-    return JSONResponse({"error": body}, status_code=exc.status_code, headers=getattr(exc, "headers", None))
+    if exc.status_code == 405:
+        # The framework names only the first route it matched; a path has a route per method.
+        allowed = _allowed_methods(request.app.routes, request.url.path)
+        headers = {**(headers or {}), "Allow": ", ".join(sorted(allowed))}
+        body["message"] = f"{request.method} is not allowed here; allowed: {', '.join(sorted(allowed))}"
+    return JSONResponse({"error": body}, status_code=exc.status_code, headers=headers)
+
+
+def _allowed_methods(routes: list[Any], path: str) -> set[str]:
+    """Every method some route serves at `path` (looking into included routers)."""
+    out: set[str] = set()
+    for route in routes:
+        nested = getattr(route, "original_router", None)
+        if nested is not None:
+            out |= _allowed_methods(nested.routes, path)
+        elif getattr(route, "methods", None) and route.path_regex.match(path):
+            out |= set(route.methods)
+    return out
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -142,6 +161,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         version="0.1.0",
         summary="Agent memory and reflection service",
         lifespan=lifespan,
+        responses=ERROR_RESPONSES,  # every route's errors share one documented shape
         dependencies=[Depends(refuse_unstorable)],  # what storage cannot hold, in any field of any route
     )
     metrics = Metrics()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
@@ -46,6 +48,13 @@ def list_keys(session: Session) -> list[ApiKey]:
 def read_key(session: Session, key_id: str, *, for_update: bool = False) -> ApiKey | None:
     stmt = select(ApiKey).where(ApiKey.id == key_id)
     return session.scalars(stmt.with_for_update() if for_update else stmt).one_or_none()
+
+
+def update_key_expiry(session: Session, row: ApiKey, at: datetime) -> None:
+    """Valid until `at` (a rotation's grace period); an earlier expiry is kept."""
+    if row.expires_at is None or at < row.expires_at:
+        row.expires_at = at
+        session.flush()
 
 
 def update_key_revoked(session: Session, row: ApiKey) -> None:

@@ -109,6 +109,7 @@ class ApiKey(Base):
     description: Mapped[str | None] = mapped_column(String(200))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime)  # a rotated key's grace period ends
 
 
 class Trajectory(Base):

@@ -34,6 +34,7 @@ def read_live_session(session: Session, secret_hash: str) -> tuple[UiSession, Ap
             UiSession.ended_at.is_(None),
             UiSession.expires_at > now,
             ApiKey.revoked_at.is_(None),
+            ApiKey.expires_at.is_(None) | (ApiKey.expires_at > now),
         )
     )
     row = session.execute(stmt).one_or_none()

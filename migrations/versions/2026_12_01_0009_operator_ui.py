@@ -2,7 +2,8 @@
 was opened with, a CSRF token, expiry and sign-out); the `uses` count at an
 operator's last "keep" decision on a reflection (the review queue shows an
 underperformer again only once new outcomes arrive); each retrieval's server time;
-an index for the retrievals made during one episode.
+an index for the retrievals made during one episode; a key's expiry (a rotated key's
+grace period).
 
 Revision ID: 0009
 Revises: 0008
@@ -44,9 +45,12 @@ def upgrade() -> None:
     op.add_column("reflections", sa.Column("reviewed_uses", sa.Integer(), nullable=True))
     op.add_column("retrievals", sa.Column("latency_ms", sa.Float(), nullable=True))
     op.create_index("ix_retrievals_ns_trajectory", "retrievals", ["namespace", "trajectory_id"], unique=False)
+    # A rotated key stays valid until then (its grace period).
+    op.add_column("api_keys", sa.Column("expires_at", sa.DateTime(timezone=True), nullable=True))
 
 
 def downgrade() -> None:
+    op.drop_column("api_keys", "expires_at")
     op.drop_index("ix_retrievals_ns_trajectory", table_name="retrievals")
     op.drop_column("retrievals", "latency_ms")
     op.drop_column("reflections", "reviewed_uses")

@@ -7,6 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 from fastapi.responses import StreamingResponse
 
+from domain.schemas import ErrorResponse
 from service.deps import PrincipalDep, ServicesDep
 from service.export.schemas import MEDIA_TYPES, ExportQuery
 from service.params import Ns
@@ -24,8 +25,11 @@ router = APIRouter(prefix="/v1/namespaces/{ns}", tags=["export"])
             "content": {media: {} for media in MEDIA_TYPES.values()},
         },
         403: {"description": "the key's role may not export (agents)"},
-        404: {"description": "unknown namespace, or `snapshot` names no snapshot of it"},
-        422: {"description": "unknown dataset, format or parameter; `limit` over limits.max_export_rows"},
+        404: {"model": ErrorResponse, "description": "unknown namespace, or `snapshot` names no snapshot of it"},
+        422: {
+            "model": ErrorResponse,
+            "description": "unknown dataset, format or parameter; `limit` over limits.max_export_rows",
+        },
     },
 )
 def export_dataset(

@@ -11,7 +11,15 @@ from service.params import Ns
 router = APIRouter(prefix="/v1/namespaces", tags=["namespaces"])
 
 
-@router.post("", status_code=201, response_model=NamespaceRead, operation_id="create_namespace")
+@router.post(
+    "",
+    status_code=201,
+    response_model=NamespaceRead,
+    operation_id="create_namespace",
+    responses={
+        200: {"model": NamespaceRead, "description": "an identical request was already applied (idempotent replay)"}
+    },
+)
 def create_namespace(
     body: NamespaceCreate, principal: PrincipalDep, services: ServicesDep, response: Response
 ) -> NamespaceRead:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
+from domain.schemas import ErrorResponse
 from service.deps import PrincipalDep, ServicesDep
 from service.params import Ns, RetrievalId
 from service.retrieval.schemas import (
@@ -22,7 +23,7 @@ router = APIRouter(prefix="/v1/namespaces/{ns}", tags=["retrieval"])
     "/retrieve",
     response_model=RetrieveResponse,
     operation_id="retrieve",
-    responses={504: {"description": "consistency_token not searchable within wait_timeout_ms"}},
+    responses={504: {"model": ErrorResponse, "description": "consistency_token not searchable within wait_timeout_ms"}},
 )
 def retrieve(ns: Ns, body: RetrieveRequest, principal: PrincipalDep, services: ServicesDep) -> RetrieveResponse:
     """What past experience says about states like this one: ranked items, each with
@@ -35,7 +36,9 @@ def retrieve(ns: Ns, body: RetrieveRequest, principal: PrincipalDep, services: S
     "/retrieve/batch",
     response_model=RetrieveBatchResponse,
     operation_id="retrieve_batch",
-    responses={504: {"description": "a consistency_token not searchable within its wait_timeout_ms"}},
+    responses={
+        504: {"model": ErrorResponse, "description": "a consistency_token not searchable within its wait_timeout_ms"}
+    },
 )
 def retrieve_batch(
     ns: Ns, body: RetrieveBatchRequest, principal: PrincipalDep, services: ServicesDep

@@ -60,7 +60,15 @@ def redact_access_log() -> None:
 redact_access_log()
 
 
-@router.post(_RUBRICS, response_model=RubricRead, status_code=201, operation_id="create_rubric")
+@router.post(
+    _RUBRICS,
+    response_model=RubricRead,
+    status_code=201,
+    operation_id="create_rubric",
+    responses={
+        200: {"model": RubricRead, "description": "an identical request was already applied (idempotent replay)"}
+    },
+)
 def create_rubric(
     ns: Ns, body: RubricCreate, principal: PrincipalDep, services: ServicesDep, response: Response
 ) -> RubricRead:

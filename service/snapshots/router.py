@@ -11,7 +11,15 @@ from service.snapshots.schemas import FreezeRead, SnapshotCreate, SnapshotPage, 
 router = APIRouter(prefix="/v1/namespaces/{ns}", tags=["snapshots"])
 
 
-@router.post("/snapshots", response_model=SnapshotRead, status_code=201, operation_id="create_snapshot")
+@router.post(
+    "/snapshots",
+    response_model=SnapshotRead,
+    status_code=201,
+    operation_id="create_snapshot",
+    responses={
+        200: {"model": SnapshotRead, "description": "an identical request was already applied (idempotent replay)"}
+    },
+)
 def create_snapshot(
     ns: Ns, body: SnapshotCreate, principal: PrincipalDep, services: ServicesDep, response: Response
 ) -> SnapshotRead:

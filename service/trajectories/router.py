@@ -9,6 +9,7 @@ from fastapi import APIRouter, Query, Response
 
 from domain.errors import InvalidInput
 from domain.hashing import task_hash
+from domain.schemas import ErrorResponse
 from service.deps import PageLimit, PrincipalDep, ServicesDep
 from service.params import Ns, TrajectoryId
 from service.trajectories.schemas import (
@@ -31,8 +32,8 @@ TOKEN_HEADER = "X-Reflexa-Consistency-Token"
 
 WRITE_RESPONSES = {
     200: {"description": "an identical request was already applied (idempotent replay)"},
-    409: {"description": "the id exists with a different body, or the trajectory is closed"},
-    422: {"description": "invalid input; the error names the field and the rule"},
+    409: {"model": ErrorResponse, "description": "the id exists with a different body, or the trajectory is closed"},
+    422: {"model": ErrorResponse, "description": "invalid input; the error names the field and the rule"},
 }
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 from pydantic import ValidationError
 
@@ -174,6 +175,58 @@ def _reindex(args: argparse.Namespace) -> int:
     return 0
 
 
+def _export(args: argparse.Namespace) -> int:
+    from service.backups import export_namespace
+    from store.database import Database
+    from store.namespace_backup import BackupError
+
+    db = Database(_settings(args).resolved_database_url)
+    try:
+        if args.out == "-":
+            rows = export_namespace(db, args.namespace, sys.stdout.buffer)
+        else:
+            with open(args.out, "xb") as out:
+                rows = export_namespace(db, args.namespace, out)
+    except (BackupError, FileExistsError) as exc:
+        print(f"reflexa export: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        db.dispose()
+    print(f"exported {rows} rows of namespace {args.namespace!r}", file=sys.stderr)
+    return 0
+
+
+def _import(args: argparse.Namespace) -> int:
+    from service.backups import import_namespace
+    from store.database import Database
+    from store.namespace_backup import BackupError
+
+    db = Database(_settings(args).resolved_database_url)
+    try:
+        with open(args.file, "rb") as source:
+            loaded = import_namespace(db, source)
+    except (BackupError, OSError) as exc:
+        print(f"reflexa import: {exc}; nothing was imported", file=sys.stderr)
+        return 1
+    finally:
+        db.dispose()
+    print(json.dumps({"namespace": loaded.namespace, "rows": loaded.rows}))
+    return 0
+
+
+def _db_backup(args: argparse.Namespace) -> int:
+    from service.backups import backup_sqlite
+    from store.namespace_backup import BackupError
+
+    try:
+        backup_sqlite(_settings(args).resolved_database_url, Path(args.target))
+    except BackupError as exc:
+        print(f"reflexa db backup: {exc}", file=sys.stderr)
+        return 1
+    print(f"copied to {args.target}", file=sys.stderr)
+    return 0
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """Entry point `reflexa.commands`: add the server commands to `reflexa`."""
     db_url = {"help": "overrides REFLEXA_DATABASE_URL"}
@@ -200,6 +253,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     cur = db_sub.add_parser("current", help="show the schema revision; exit 1 when out of date")
     cur.add_argument("--database-url", **db_url)
     cur.set_defaults(func=_db_current)
+    bk = db_sub.add_parser("backup", help="copy a live SQLite database (online; PostgreSQL: pg_dump)")
+    bk.add_argument("target", help="the new file")
+    bk.add_argument("--database-url", **db_url)
+    bk.set_defaults(func=_db_backup)
+
+    ex = subparsers.add_parser("export", help="write a namespace, with everything learned, to a JSON-lines file")
+    ex.add_argument("namespace")
+    ex.add_argument("--out", required=True, help="a new file, or - for standard output")
+    ex.add_argument("--database-url", **db_url)
+    ex.set_defaults(func=_export)
+    im = subparsers.add_parser("import", help="load a `reflexa export` file into this database (all or nothing)")
+    im.add_argument("file")
+    im.add_argument("--database-url", **db_url)
+    im.set_defaults(func=_import)
 
     worker = subparsers.add_parser("worker", help="run reflection jobs (any number of these may run)")
     worker.add_argument("--concurrency", type=int, help="jobs at once (default REFLEXA_WORKER__CONCURRENCY)")

@@ -121,7 +121,14 @@ EXPECTED: dict[str, tuple[list[str], list[str]]] = {
         ["## Operator UI: page render times"],
         [
             rf"\| {page} \| [\d.]+ \| [\d.]+ \| [\d.]+ \| [\d.]+ \| [\d.]+ \| \d+ \|"
-            for page in ("overview", "trajectories", "reflections", "review queue", "jobs \\(failed\\)", "retrieval log")
+            for page in (
+                "overview",
+                "trajectories",
+                "reflections",
+                "review queue",
+                "jobs \\(failed\\)",
+                "retrieval log",
+            )
         ]
         + [r"\| search by state \| [\d.]+ \|"],
     ),

@@ -188,6 +188,7 @@ class Reflection(Base):
     __table_args__ = (
         UniqueConstraint("namespace", "id"),
         Index("ix_reflections_ns_kind_status", "namespace", "kind", "status", "pk"),
+        Index("ix_reflections_ns_pk", "namespace", "pk"),  # newest first in one namespace, unfiltered
         NO_REUSE,
     )
 
@@ -394,7 +395,7 @@ class Retrieval(Base):
     __tablename__ = "retrievals"
     __table_args__ = (
         Index("ix_retrievals_ns_created", "namespace", "created_at"),
-        Index("ix_retrievals_ns_trajectory", "namespace", "trajectory_id"),
+        Index("ix_retrievals_ns_trajectory", "namespace", "trajectory_id", "created_at"),
     )
 
     id: Mapped[str] = mapped_column(String(64), primary_key=True)

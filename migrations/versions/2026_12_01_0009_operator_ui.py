@@ -44,13 +44,18 @@ def upgrade() -> None:
     # Plain ADD COLUMN (no batch mode): batch mode on SQLite rebuilds the table.
     op.add_column("reflections", sa.Column("reviewed_uses", sa.Integer(), nullable=True))
     op.add_column("retrievals", sa.Column("latency_ms", sa.Float(), nullable=True))
-    op.create_index("ix_retrievals_ns_trajectory", "retrievals", ["namespace", "trajectory_id"], unique=False)
+    op.create_index(
+        "ix_retrievals_ns_trajectory", "retrievals", ["namespace", "trajectory_id", "created_at"], unique=False
+    )
+    # The reflections list, newest first, unfiltered: without it SQLite sorts the namespace.
+    op.create_index("ix_reflections_ns_pk", "reflections", ["namespace", "pk"], unique=False)
     # A rotated key stays valid until then (its grace period).
     op.add_column("api_keys", sa.Column("expires_at", sa.DateTime(timezone=True), nullable=True))
 
 
 def downgrade() -> None:
     op.drop_column("api_keys", "expires_at")
+    op.drop_index("ix_reflections_ns_pk", table_name="reflections")
     op.drop_index("ix_retrievals_ns_trajectory", table_name="retrievals")
     op.drop_column("retrievals", "latency_ms")
     op.drop_column("reflections", "reviewed_uses")

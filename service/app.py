@@ -11,9 +11,10 @@ from typing import Any
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
+from sqlalchemy.exc import InterfaceError, OperationalError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from domain.errors import ReflexaError
+from domain.errors import ReflexaError, Unavailable
 from domain.schemas import ERROR_RESPONSES
 from migrations import schema_status
 from service.advantages.router import router as advantages_router
@@ -88,6 +89,21 @@ def _reflexa_error(request: Request, exc: ReflexaError) -> Response:
         return ui_reflexa_error(request, exc)
     headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
     return JSONResponse(exc.to_body(), status_code=exc.status, headers=headers)
+
+
+def _database_unavailable(request: Request, exc: Exception) -> Response:
+    # The database is down, restarting or (SQLite) busy past its timeout: an expected
+    # condition, retried by the client; nothing was committed for this request.
+    log.warning("database unavailable on %s %s: %s", request.method, request.url.path, type(exc).__name__)
+    error = Unavailable(
+        "the database is unavailable; nothing was written; retry shortly", field="database", rule="database_unavailable"
+    )
+    if is_ui(request.url.path):
+        response = ui_reflexa_error(request, error)
+    else:
+        response = JSONResponse(error.to_body(), status_code=503)
+    response.headers["Retry-After"] = "1"
+    return response
 
 
 def _http_error(request: Request, exc: StarletteHTTPException) -> Response:
@@ -184,6 +200,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_exception_handler(RequestValidationError, _validation_error)  # type: ignore[arg-type]
     app.add_exception_handler(ReflexaError, _reflexa_error)  # type: ignore[arg-type]
     app.add_exception_handler(StarletteHTTPException, _http_error)  # type: ignore[arg-type]
+    app.add_exception_handler(OperationalError, _database_unavailable)
+    app.add_exception_handler(InterfaceError, _database_unavailable)
     routers = (
         health_router,
         keys_router,

@@ -304,6 +304,8 @@ def run(cfg: Config, backend: str, command: str) -> Report:
                     page_url = urls[name]
                     first = client.get(page_url)  # warm-up (and the index load, for search)
                     assert first.status_code == 200, (name, first.status_code, first.text[:500])
+                    if name == "search by state":  # time a search that found something, not an empty page
+                        assert "Nothing retrieved" not in first.text, "search found nothing"
                     floor()
                     http_s, floor_s = [], []
                     for i in range(cfg.reps):

@@ -120,6 +120,7 @@ class Trajectory(Base):
         Index("ix_trajectories_ns_task", "namespace", "task_hash", "pk"),
         Index("ix_trajectories_ns_group", "namespace", "group_id"),
         Index("ix_trajectories_ns_parent", "namespace", "parent_trajectory_id"),
+        Index("ix_trajectories_ns_created", "namespace", "created_at", "success"),  # the overview, per day
         NO_REUSE,
     )
 
@@ -394,7 +395,8 @@ class Retrieval(Base):
 
     __tablename__ = "retrievals"
     __table_args__ = (
-        Index("ix_retrievals_ns_created", "namespace", "created_at"),
+        # latency_ms: the overview's volume and latency per day read the index alone.
+        Index("ix_retrievals_ns_created", "namespace", "created_at", "latency_ms"),
         Index("ix_retrievals_ns_trajectory", "namespace", "trajectory_id", "created_at"),
     )
 

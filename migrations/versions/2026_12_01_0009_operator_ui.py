@@ -47,6 +47,10 @@ def upgrade() -> None:
     op.create_index(
         "ix_retrievals_ns_trajectory", "retrievals", ["namespace", "trajectory_id", "created_at"], unique=False
     )
+    # The overview's per-day counts read these indexes alone (no row lookups).
+    op.drop_index("ix_retrievals_ns_created", table_name="retrievals")
+    op.create_index("ix_retrievals_ns_created", "retrievals", ["namespace", "created_at", "latency_ms"], unique=False)
+    op.create_index("ix_trajectories_ns_created", "trajectories", ["namespace", "created_at", "success"], unique=False)
     # The reflections list, newest first, unfiltered: without it SQLite sorts the namespace.
     op.create_index("ix_reflections_ns_pk", "reflections", ["namespace", "pk"], unique=False)
     # A rotated key stays valid until then (its grace period).
@@ -56,6 +60,9 @@ def upgrade() -> None:
 def downgrade() -> None:
     op.drop_column("api_keys", "expires_at")
     op.drop_index("ix_reflections_ns_pk", table_name="reflections")
+    op.drop_index("ix_trajectories_ns_created", table_name="trajectories")
+    op.drop_index("ix_retrievals_ns_created", table_name="retrievals")
+    op.create_index("ix_retrievals_ns_created", "retrievals", ["namespace", "created_at"], unique=False)
     op.drop_index("ix_retrievals_ns_trajectory", table_name="retrievals")
     op.drop_column("retrievals", "latency_ms")
     op.drop_column("reflections", "reviewed_uses")

@@ -19,21 +19,25 @@ def encode_cursor(pk: int) -> str:
     return base64.urlsafe_b64encode(f"pk:{pk}".encode()).decode().rstrip("=")
 
 
-def decode_cursor(cursor: str | None) -> int | None:
-    if not cursor:
-        return None
+def _decoded(cursor: str, kind: str, parse: Callable[[str], P]) -> P:
+    """`parse` of the text after `kind:` in a cursor this server made; anything else
+    (not base64, another kind, a ValueError from `parse`) is the client's error."""
     try:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
-        kind, _, value = raw.partition(":")
-        if kind != "pk":
-            raise ValueError(kind)
-        return int(value)
+        got, _, value = raw.partition(":")
+        if got != kind:
+            raise ValueError(got)
+        return parse(value)
     except (ValueError, binascii.Error, UnicodeDecodeError):
         raise InvalidInput(
             "cursor is not one this server issued; pass next_cursor from the previous page",
             field="cursor",
             rule="opaque_cursor",
         ) from None
+
+
+def decode_cursor(cursor: str | None) -> int | None:
+    return _decoded(cursor, "pk", int) if cursor else None
 
 
 def keyset_page(
@@ -56,18 +60,11 @@ def encode_pair_cursor(kind: str, first: str, pk: str) -> str:
 def decode_pair_cursor(cursor: str | None, kind: str, parse: Callable[[str, str], P]) -> P | None:
     """`parse(first, pk)` of an `encode_pair_cursor` value (a ValueError from it, or a
     cursor of another kind, is the client's error)."""
-    if not cursor:
-        return None
-    try:
-        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
-        got, _, rest = raw.partition(":")
-        first, sep, pk = rest.rpartition("|")
-        if got != kind or not sep:
-            raise ValueError(got)
+
+    def pair(value: str) -> P:
+        first, sep, pk = value.rpartition("|")
+        if not sep:
+            raise ValueError(value)
         return parse(first, pk)
-    except (ValueError, binascii.Error, UnicodeDecodeError):
-        raise InvalidInput(
-            "cursor is not one this server issued; pass next_cursor from the previous page",
-            field="cursor",
-            rule="opaque_cursor",
-        ) from None
+
+    return _decoded(cursor, kind, pair) if cursor else None

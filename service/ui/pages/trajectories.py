@@ -53,11 +53,9 @@ def _highlight(raw: str | None) -> set[int]:
     try:
         lo, hi = int(start), int(end or start)
     except ValueError:
-        raise InvalidInput(f"highlight: {raw!r} is not a step or a range a-b", field="highlight", rule="range") from (
-            None
-        )
+        lo, hi = -1, -1  # refused just below, with the same message
     if lo < 0 or hi < lo or hi - lo > 100_000:
-        raise InvalidInput(f"highlight: {raw!r} is not a step range", field="highlight", rule="range")
+        raise InvalidInput(f"highlight: {raw!r} is not a step or a range a-b", field="highlight", rule="range")
     return set(range(lo, hi + 1))
 
 

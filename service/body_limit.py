@@ -72,6 +72,7 @@ class BodyLimitMiddleware:
         rejected = False
         body_done = False
         deadline = time.monotonic() + self.timeout_s
+        loop = asyncio.get_running_loop()
 
         async def reject_once() -> None:
             nonlocal rejected
@@ -84,7 +85,9 @@ class BodyLimitMiddleware:
             if body_done:  # after the body: only a disconnect can come, wait for it as long as it takes
                 return await receive()
             try:
-                message = await asyncio.wait_for(receive(), max(0.0, deadline - time.monotonic()))
+                # A deadline on this await, not a task per chunk (wait_for's): this is the ingest path.
+                async with asyncio.timeout_at(loop.time() + max(0.0, deadline - time.monotonic())):
+                    message = await receive()
             except TimeoutError:
                 refused = self._slow()
                 raise BodyTooSlow from None

@@ -39,6 +39,14 @@ def _bearer_digest(authorization: str | None) -> str:
     return hash_key(secret.strip())
 
 
+def _locked_key(session: Session, key_id: str) -> ApiKey:
+    """The key row, locked for a change (revoke, rotate); 404 naming `id` if absent."""
+    row = repo.read_key(session, key_id, for_update=True)
+    if row is None:
+        raise NotFound(f"key {key_id!r} not found", field="id")
+    return row
+
+
 class KeyService:
     # A verified key is trusted this long without a database lookup; keeps auth off
     # the ingest hot path.
@@ -87,9 +95,7 @@ class KeyService:
         principal.require(Permission.KEYS_MANAGE)
 
         def work(session: Session) -> tuple[KeyRead, str]:
-            row = repo.read_key(session, key_id, for_update=True)
-            if row is None:
-                raise NotFound(f"key {key_id!r} not found", field="id")
+            row = _locked_key(session, key_id)
             repo.update_key_revoked(session, row)
             ui_sessions.end_sessions_of_key(session, key_id)
             return KeyRead.from_row(row), row.key_hash
@@ -106,9 +112,7 @@ class KeyService:
         secret = new_key_secret()
 
         def work(session: Session) -> tuple[KeyCreated, str]:
-            old = repo.read_key(session, key_id, for_update=True)
-            if old is None:
-                raise NotFound(f"key {key_id!r} not found", field="id")
+            old = _locked_key(session, key_id)
             now = utcnow()
             if old.revoked_at is not None or (old.expires_at is not None and old.expires_at <= now):
                 raise Conflict(f"key {key_id!r} is no longer valid; create a new one", field="id", rule="key_valid")

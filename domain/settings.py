@@ -38,11 +38,12 @@ class RankingSettings(RequestModel):
         0.5, ge=0.0, le=2.0, description="how far utility moves an item within the similarity band"
     )
     lexical_weight: float = Field(
-        0.2,  # the best worst case of bench/retrieval_quality's near-query sets (docs/benchmarks.md)
+        0.4,  # the middle of the range (0.35-0.7) where hybrid matches or beats every other mode on
+        # every near-query set of bench/retrieval_quality (docs/retrieval.md)
         ge=0.0,
         le=1.0,
-        description="share of the lexical match (word overlap of the state texts, numbers and short words "
-        "included) in an item's relevance: (1 - w) * dense cosine + w * lexical; the lexical index also "
+        description="share of the lexical match (overlap of the state texts' words and adjacent word pairs, "
+        "numbers and short words included) in an item's relevance: (1 - w) * dense cosine + w * lexical; the lexical index also "
         "adds its own best matches to the candidates; 0 turns both off",
     )
     similarity_band: float = Field(

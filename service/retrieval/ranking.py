@@ -10,10 +10,12 @@
 
 - similarity: cosine of the state match; when the query and the item both carry an
   internal state, the joint `(1 - w) * state + w * internal` (w = ranking.internal_weight).
-- lexical_similarity: the TF-IDF cosine of the query's and the item's state-text
-  word sets (numbers and short words count), document frequencies over the
-  candidates (`lexical_similarities`); without a lexical text, relevance is the
-  similarity.
+- lexical_similarity: a √idf-weighted cosine of the query's and the item's
+  state-text features: the words (numbers and short words count) and the pairs of
+  adjacent words, so word order counts ("the key is 14 steps left ... 17 steps
+  left" is not "the key is 17 steps left ... 14 steps left"); document
+  frequencies over the candidates (`lexical_similarities`); without a lexical
+  text, relevance is the similarity.
 - exact match: the item's state text is the query's state text (the same text
   hash), and, when the query gives an internal state, its internal state too.
 - `mean` is the posterior success rate of the item when served (Beta prior of
@@ -76,42 +78,50 @@ def joint_similarity(state: float, internal: float | None, weight: float) -> flo
     return (1.0 - weight) * state + weight * internal
 
 
-def lexical_similarities(query_words: frozenset[str], texts: list[str | None]) -> list[float | None]:
-    """Per candidate text, the TF-IDF cosine of its word set with the query's, the
-    inverse document frequencies taken over the candidates themselves:
-    idf(w) = ln((1 + n) / (1 + df(w))) + 1 over the n candidate texts. Words every
-    neighbour shares ("you are in the") weigh little; the words that tell near
-    neighbours apart (a number, a colour, a room) weigh most. None for a candidate
+def lexical_similarities(query_features: frozenset[str], texts: list[str | None]) -> list[float | None]:
+    """Per candidate text, the cosine of its feature set with the query's under
+    √idf weights, the inverse document frequencies taken over the candidates:
+
+        idf(f) = ln((1 + n) / (1 + df(f))) + 1          over the n candidate texts
+        sim    = Σ_{f ∈ Q∩I} idf(f) / √(Σ_{f ∈ Q} idf(f) · Σ_{f ∈ I} idf(f))
+
+    Features every neighbour shares ("you are in the") weigh little; the ones that
+    tell near neighbours apart weigh more. √idf, not the usual idf: with full idf
+    weights a text that shares one rare number with the query beat one that
+    differed from it in a single slot, since the rare feature outweighed several
+    common ones (bench/retrieval_quality, docs/retrieval.md). None for a candidate
     without a lexical text, or when the query has no words."""
-    if not query_words:
+    if not query_features:
         return [None] * len(texts)
-    word_sets = [None if t is None else word_set(t) for t in texts]
-    present = [w for w in word_sets if w is not None]
+    feature_sets = [None if t is None else lexical_features(t) for t in texts]
+    present = [f for f in feature_sets if f is not None]
     df: dict[str, int] = {}
-    for words in present:
-        for word in words:
-            df[word] = df.get(word, 0) + 1
+    for features in present:
+        for feature in features:
+            df[feature] = df.get(feature, 0) + 1
     n = len(present)
-    # idf² per word, once per call (a word's weight was recomputed in every sum before)
-    weight = {word: (math.log((1 + n) / (1 + count)) + 1.0) ** 2 for word, count in df.items()}
-    unseen = (math.log(1 + n) + 1.0) ** 2
-    q_norm = math.sqrt(sum(weight.get(w, unseen) for w in query_words))
+    weight = {feature: math.log((1 + n) / (1 + count)) + 1.0 for feature, count in df.items()}
+    unseen = math.log(1 + n) + 1.0
+    q_norm = math.sqrt(sum(weight.get(f, unseen) for f in query_features))
     out: list[float | None] = []
-    for words in word_sets:
-        if words is None:
+    for features in feature_sets:
+        if features is None:
             out.append(None)
             continue
-        norm = math.sqrt(sum(weight[w] for w in words))
-        shared = sum(weight[w] for w in words & query_words)
+        norm = math.sqrt(sum(weight[f] for f in features))
+        shared = sum(weight[f] for f in features & query_features)
         out.append(shared / (q_norm * norm) if norm else 0.0)
     return out
 
 
 @functools.lru_cache(maxsize=65_536)
-def word_set(text: str) -> frozenset[str]:
-    """A candidate text's words; cached, since the same items come back for every
-    nearby state (a batch of 1,280 states scored ~100k candidates, most of them repeats)."""
-    return frozenset(lexical_tokens(text))
+def lexical_features(text: str) -> frozenset[str]:
+    """A text's lexical features: its word tokens and each pair of adjacent tokens
+    (joined by a space, which no token holds). Cached, since the same items come back
+    for every nearby state (a batch of 1,280 states scored ~100k candidates, most of
+    them repeats)."""
+    words = lexical_tokens(text)
+    return frozenset(words).union(f"{a} {b}" for a, b in zip(words, words[1:], strict=False))
 
 
 def relevance(dense: float, lexical: float | None, weight: float) -> float:

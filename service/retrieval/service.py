@@ -42,7 +42,6 @@ from service.retrieval.schemas import (
 )
 from service.snapshots.service import SnapshotService
 from store import evidence as evidence_repo
-from store import lexical as lexical_repo
 from store import retrievals as repo
 from store import snapshots as snapshots_repo
 from store.database import Database
@@ -305,7 +304,7 @@ class RetrievalService:
         def words(kind: str) -> frozenset[str]:
             key = "task" if kind in TASK_KEYED else "state"
             if key not in word_sets:
-                word_sets[key] = frozenset(lexical_repo.tokens(query.text_for(kind) or ""))
+                word_sets[key] = ranking.lexical_features(query.text_for(kind) or "")
             return word_sets[key]
 
         now = view.now

@@ -86,12 +86,48 @@ def test_the_score_by_hand() -> None:
 def test_lexical_similarity_by_hand() -> None:
     import math
 
-    from service.retrieval.ranking import lexical_similarities
+    from service.retrieval.ranking import lexical_features, lexical_similarities
 
-    # n = 2 candidates; df: red 1, door 2, blue 1; idf = ln((1 + n) / (1 + df)) + 1
-    a = math.log(3 / 2) + 1  # red, blue
-    sims = lexical_similarities(frozenset({"red", "door"}), ["Red door", "blue door", None])
-    assert sims[0] == pytest.approx(1.0)  # the same words
-    assert sims[1] == pytest.approx(1 / (a * a + 1))  # shares "door" (idf 1) only
+    # Features: the words and the adjacent pairs. n = 2 candidates; df: red 1, door 2,
+    # "red door" 1, blue 1, "blue door" 1; idf = ln((1 + n) / (1 + df)) + 1.
+    assert lexical_features("Red door") == frozenset({"red", "door", "red door"})
+    a = math.log(3 / 2) + 1  # the features in one candidate; "door" has idf 1
+    sims = lexical_similarities(lexical_features("red door"), ["Red door", "blue door", None])
+    assert sims[0] == pytest.approx(1.0)  # the same features
+    # shares "door" only: 1 / sqrt((a + 1 + a) * (a + 1 + a)), the weights √idf squared
+    assert sims[1] == pytest.approx(1 / (2 * a + 1))
     assert sims[2] is None
     assert lexical_similarities(frozenset(), ["red door"]) == [None]
+
+
+def test_lexical_similarity_counts_word_order() -> None:
+    """Two numbers swapped are the same words but not the same state."""
+    from service.retrieval.ranking import lexical_features, lexical_similarities
+
+    query = "The key is 14 steps left. 17 steps left."
+    swapped = "The key is 17 steps left. 14 steps left."
+    assert set(query.lower().split()) == set(swapped.lower().split())  # a bag of words calls them equal
+    sims = lexical_similarities(lexical_features(query), [swapped, query])
+    assert sims[1] == pytest.approx(1.0)
+    assert sims[0] is not None and sims[0] < 0.9
+
+
+words = st.lists(st.sampled_from(["the", "key", "is", "2", "20", "red", "blue", "left", "steps", "a"]), max_size=12)
+
+
+@given(words, st.lists(words, min_size=1, max_size=6))
+@settings(max_examples=200, deadline=None)
+def test_lexical_similarity_is_a_bounded_cosine(query: list[str], texts: list[list[str]]) -> None:
+    """In [0, 1]; 1 for a text with the query's features; 0 with none in common."""
+    feats = ranking.lexical_features(" ".join(query))
+    sims = ranking.lexical_similarities(feats, [" ".join(t) for t in texts])
+    if not feats:
+        assert sims == [None] * len(texts)
+        return
+    for t, sim in zip(texts, sims, strict=True):
+        assert sim is not None and -1e-9 <= sim <= 1 + 1e-9
+        other = ranking.lexical_features(" ".join(t))
+        if other == feats:
+            assert sim == pytest.approx(1.0)
+        if not other & feats:
+            assert sim == 0.0

@@ -224,7 +224,7 @@ def _add(session: Session, ctx: PoolContext, op: Add, fresh: list[tuple[Reflecti
             vote(session, ctx, best, item.evidence, "merge", note, extra)
             return
     row = repo.create_reflection(session, item.draft.values(), actor=ctx.actor)
-    write_vectors(session, row, ctx.model, {"state": item.vector})
+    write_vectors(session, row, ctx.model, {"state": item.vector}, {"state": item.draft.text})  # it encodes the text
     evidence_repo.create_evidence(session, row.pk, [item.evidence])
     evidence_repo.update_evidence_stats(session, [row.pk])
     fresh.append((row, item.vector))
@@ -247,7 +247,7 @@ def _edit(session: Session, ctx: PoolContext, op: Edit) -> None:
     content = _with_extra({**row.content, **op.changes, "importance": importance}, op.extra)
     note = f"{op.note.rstrip('.')}; importance now {importance}"
     repo.update_reflection(session, row, content=content, text=op.text, actor=ctx.actor, note=note)
-    write_vectors(session, row, ctx.model, {"state": op.vector})
+    write_vectors(session, row, ctx.model, {"state": op.vector}, {"state": op.text})
     settle_status(session, ctx, row, importance, f"edited with attempt {ctx.trajectory_id}")
 
 

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from domain.hashing import task_hash
+from domain.hashing import task_hash, text_hash
 from reflectors.prompted.heuristics import heuristic_id, heuristic_text
 from reflectors.prompted.rubrics import rubric_id
 from reflectors.prompted.skills import skill_id
@@ -23,7 +23,7 @@ from reflectors.worker import JobView, Worker
 from service.app import create_app
 from store import jobs as jobs_repo
 from store.embedding.hashing import HashingEmbedder
-from store.models import Job
+from store.models import Embedding, Job, LexicalText, Reflection
 from tests.conftest import ADMIN_KEY, make_settings
 from tests.fixtures import create_namespace, drain, post_trajectory, step
 from tests.reflectors.openai_server import Answer, HttpError, ScriptedLLM, Stall, json_answer
@@ -135,6 +135,15 @@ def get(api: TestClient, id: str) -> dict[str, Any]:
     return r.json()
 
 
+def text_index(api: TestClient, id: str) -> tuple[list[str | None], str | None]:
+    """The stored text hashes of the item's vectors, and its lexical text."""
+    with api.app.state.services.db.read() as session:  # type: ignore[attr-defined]
+        pk = session.query(Reflection.pk).filter(Reflection.id == id).scalar()
+        hashes = [h for (h,) in session.query(Embedding.text_hash).filter(Embedding.reflection_pk == pk)]
+        lexical = session.get(LexicalText, pk)
+        return hashes, lexical.text if lexical else None
+
+
 def history(api: TestClient, id: str) -> list[dict[str, Any]]:
     return api.get(f"{NS}/reflections/{id}/history").json()
 
@@ -178,6 +187,8 @@ def test_heuristics_from_a_single_attempt(api_llm: TestClient, scripted_llm: Scr
     assert door["evidence"] == [{"trajectory_id": "t1", "step_start": 1, "step_end": 2}]
     assert found[hid(SEARCH)]["evidence"] == [{"trajectory_id": "t1", "step_start": 0, "step_end": 0}]
     assert found[hid(SEARCH)]["content"]["polarity"] == "avoid"
+    # Its vector encodes its text: the text's hash beside it, the text in the lexical index.
+    assert text_index(api, hid(DOOR)) == ([text_hash(door["text"])], door["text"])
 
     # What the model saw: the task, the outcome, the steps as the prompt expects them.
     [request] = scripted_llm.requests
@@ -278,6 +289,7 @@ def test_pool_maintenance_edit(api_llm: TestClient, scripted_llm: ScriptedLLM) -
     query, new, old = HashingEmbedder().encode([rewritten[0], door["text"], heuristic_text(*DOOR)])
     assert r.json()["items"][0]["similarity"] == pytest.approx(float(query @ new), abs=1e-4)
     assert abs(float(query @ new) - float(query @ old)) > 0.05
+    assert text_index(api, target) == ([text_hash(door["text"])], door["text"])  # the new wording's
 
 
 def test_pool_maintenance_upvote_add_and_downvotes_that_retire(api_llm: TestClient, scripted_llm: ScriptedLLM) -> None:

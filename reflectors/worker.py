@@ -78,6 +78,9 @@ class WorkerConfig:
     poll_interval: float = 0.1
     backoff_base: float = 2.0
     backoff_max: float = 300.0
+    # One more slot in the fast lane that takes only jobs a reader waits on
+    # (Priority.AWAITED): they never wait for the batches the other slots have in flight.
+    express_slot: bool = True
 
 
 class Worker:
@@ -111,9 +114,11 @@ class Worker:
         limit: int | None = None,
         starved_after: float | None = None,
         holder: str | None = None,
+        awaited_only: bool = False,
     ) -> int:
         """Claim and run one round of up to `limit` jobs (default: concurrency) of
-        `kinds` (default all) as `holder` (default this worker's id); returns how many."""
+        `kinds` (default all) as `holder` (default this worker's id); returns how many.
+        `awaited_only`: only jobs a reader waits on (the express slot)."""
         holder = holder or self.worker_id
         with self.db.write() as session:
             claimed = jobs_repo.claim_jobs(
@@ -124,6 +129,7 @@ class Worker:
                 kinds=kinds or list(self.handlers),
                 starved_after=starved_after,
                 urgent_priority=int(Priority.AWAITED),
+                max_priority=int(Priority.AWAITED) if awaited_only else None,
             )
             batch = self._batch_size(claimed[0].kind) if len(claimed) == 1 else 1
             if batch > 1:  # more of the same kind, in claim order, to share one encoder call
@@ -171,15 +177,17 @@ class Worker:
         slow = [k for k in self.handlers if k in self.slow_kinds]
         return [lane for lane in (fast, slow) if lane]
 
-    def run_forever(self, kinds: list[str] | None = None, *, slot: str = "0", ages: bool = False) -> None:
+    def run_forever(
+        self, kinds: list[str] | None = None, *, slot: str = "0", ages: bool = False, awaited_only: bool = False
+    ) -> None:
         """One slot: claim a job at a time until `stop` (slots never wait for each
         other's jobs; each holds its leases under its own id). `ages`: this slot
-        serves starved jobs first."""
+        serves starved jobs first; `awaited_only`: only jobs a reader waits on."""
         starved_after = self.config.starved_after if ages else None
         holder = f"{self.worker_id}/{slot}"
         while not self._stop.is_set():
             try:
-                n = self.run_once(kinds, limit=1, starved_after=starved_after, holder=holder)
+                n = self.run_once(kinds, limit=1, starved_after=starved_after, holder=holder, awaited_only=awaited_only)
             except OperationalError as exc:  # the database blinked: wait and go on
                 log.warning("claiming jobs failed: %s", exc)
                 n = 0
@@ -189,9 +197,10 @@ class Worker:
 
     def _slots(self) -> list[threading.Thread]:
         """`concurrency` threads per lane, each claiming its own jobs; the last one
-        of a lane ages (serves starved jobs first)."""
+        of a lane ages (serves starved jobs first). With `express_slot`, one more in
+        the fast lane for the jobs readers wait on."""
         n = self.config.concurrency
-        return [
+        threads = [
             threading.Thread(
                 target=self.run_forever,
                 args=(lane,),
@@ -202,6 +211,18 @@ class Worker:
             for i, lane in enumerate(self.lanes())
             for slot in range(n)
         ]
+        fast = [k for k in self.handlers if k not in self.slow_kinds]
+        if self.config.express_slot and fast:
+            threads.append(
+                threading.Thread(
+                    target=self.run_forever,
+                    args=(fast,),
+                    kwargs={"slot": "express", "awaited_only": True},
+                    name="reflexa-worker-express",
+                    daemon=True,
+                )
+            )
+        return threads
 
     def start(self) -> None:
         """Run in background threads (the embedded `reflexa serve`)."""

@@ -57,6 +57,7 @@ def make_worker(settings: Settings, db: Database, embedder: Embedder) -> Worker:
         starved_after=w.starved_after_seconds,
         lease_seconds=w.lease_seconds,
         poll_interval=w.poll_interval_ms / 1000,
+        express_slot=w.express_slot,
     )
     llm = (  # one per process (its connection pool and limits); the token budget is shared in SQL
         LLMClient(settings.llm, budget=SqlTokenBudget(db, settings.llm.token_budget_per_namespace_per_day))

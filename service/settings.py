@@ -88,6 +88,11 @@ class WorkerSettings(BaseModel):
     )
     lease_seconds: float = Field(300.0, gt=0, description="a claimed job returns to the queue after this")
     poll_interval_ms: int = Field(100, ge=1, description="how often an idle worker looks for jobs")
+    express_slot: bool = Field(
+        True,
+        description="one more fast-lane slot that runs only jobs a reader waits on (its consistency token), "
+        "so read-your-writes never waits for the batches the other slots have in flight",
+    )
 
 
 TeacherProtocol = Literal["openai_completions", "sglang", "trl_vllm"]

@@ -87,8 +87,10 @@ def claim_jobs(
     starved_after: float | None = None,
     urgent_priority: int | None = None,
     namespace: str | None = None,
+    max_priority: int | None = None,
 ) -> list[Job]:
-    """Take up to `limit` runnable jobs (of `namespace` only, when given): queued ones
+    """Take up to `limit` runnable jobs (of `namespace` only, when given; of priority
+    `max_priority` or better, when given): queued ones
     that are due, and running ones whose lease expired (their worker died). Each
     claim bumps `attempts`.
 
@@ -119,6 +121,8 @@ def claim_jobs(
         stmt = stmt.where(Job.kind.in_(kinds))
     if namespace is not None:
         stmt = stmt.where(Job.namespace == namespace)
+    if max_priority is not None:
+        stmt = stmt.where(Job.priority <= max_priority)
     if session.get_bind().dialect.name == "postgresql":
         stmt = stmt.with_for_update(skip_locked=True)
     jobs = list(session.scalars(stmt))

@@ -251,7 +251,8 @@ def search_floor(database_url: str, query: str, embedder: str) -> tuple[Callable
             principal, NS, query, kind=None, statuses=["active", "candidate", "retired"], environment=None
         )
 
-    run()  # builds the index from SQL once, as the server's first search did
+    if not run():  # builds the index from SQL once, as the server's first search did
+        raise RuntimeError("the in-process search retrieved nothing: its floor would time an empty search")
 
     def close() -> None:
         services.worker.close()
@@ -291,7 +292,8 @@ def run(cfg: Config, backend: str, command: str) -> Report:
         cases, urls, close_floors = floors(url)
         env = {
             "REFLEXA_WORKER__IN_PROCESS": "false",
-            "REFLEXA_EMBEDDING__BACKEND": "hashing",
+            # The embedder the vectors were filled for: search only sees its model's vectors.
+            "REFLEXA_EMBEDDING__BACKEND": cfg.embedder,
             "REFLEXA_INDEX__SNAPSHOTS": "false",
         }
         query = dict(httpx.QueryParams(urls["search by state"].split("?", 1)[1]))["q"]
@@ -305,8 +307,7 @@ def run(cfg: Config, backend: str, command: str) -> Report:
                     first = client.get(page_url)  # warm-up (and the index load, for search)
                     assert first.status_code == 200, (name, first.status_code, first.text[:500])
                     if name == "search by state" and "Nothing retrieved" in first.text:
-                        # Seen in full runs (not in process, nor on a server started alone): say so.
-                        progress("  WARNING: the search page retrieved nothing; its time is an empty search's")
+                        raise RuntimeError(f"the search page retrieved nothing: {page_url} would time an empty search")
                     floor()
                     http_s, floor_s = [], []
                     for i in range(cfg.reps):

@@ -38,11 +38,11 @@ class RankingSettings(RequestModel):
         0.5, ge=0.0, le=2.0, description="how far utility moves an item within the similarity band"
     )
     lexical_weight: float = Field(
-        0.4,  # the middle of the range (0.35-0.7) where hybrid matches or beats every other mode on
-        # every near-query set of bench/retrieval_quality (docs/retrieval.md)
+        0.5,  # in the range (0.5-0.8) where hybrid matches or beats every other mode on every
+        # near-query set of bench/retrieval_quality, at its low end (docs/retrieval.md)
         ge=0.0,
         le=1.0,
-        description="share of the lexical match (overlap of the state texts' words and adjacent word pairs, "
+        description="share of the lexical match (overlap of the state texts' words and near word pairs, "
         "numbers and short words included) in an item's relevance: (1 - w) * dense cosine + w * lexical; the lexical index also "
         "adds its own best matches to the candidates; 0 turns both off",
     )

@@ -11,9 +11,9 @@
 - similarity: cosine of the state match; when the query and the item both carry an
   internal state, the joint `(1 - w) * state + w * internal` (w = ranking.internal_weight).
 - lexical_similarity: a √idf-weighted cosine of the query's and the item's
-  state-text features: the words (numbers and short words count) and the pairs of
-  adjacent words, so word order counts ("the key is 14 steps left ... 17 steps
-  left" is not "the key is 17 steps left ... 14 steps left"); document
+  state-text features: the words (numbers and short words count) and the ordered
+  pairs of words one or two apart, so word order counts ("the key is 14 steps left
+  ... 17 steps left" is not "the key is 17 steps left ... 14 steps left"); document
   frequencies over the candidates (`lexical_similarities`); without a lexical
   text, relevance is the similarity.
 - exact match: the item's state text is the query's state text (the same text
@@ -116,12 +116,14 @@ def lexical_similarities(query_features: frozenset[str], texts: list[str | None]
 
 @functools.lru_cache(maxsize=65_536)
 def lexical_features(text: str) -> frozenset[str]:
-    """A text's lexical features: its word tokens and each pair of adjacent tokens
-    (joined by a space, which no token holds). Cached, since the same items come back
-    for every nearby state (a batch of 1,280 states scored ~100k candidates, most of
-    them repeats)."""
+    """A text's lexical features: its word tokens, and each pair of tokens one or two
+    positions apart, in order, as "a b" (a space no token holds): "the key is 3
+    steps" has "key is", "is 3" and "key 3", so "a key 3 paces away" still shares
+    "key 3" with it. Cached, since the same items come back for every nearby state (a
+    batch of 1,280 states scored ~100k candidates, most of them repeats)."""
     words = lexical_tokens(text)
-    return frozenset(words).union(f"{a} {b}" for a, b in zip(words, words[1:], strict=False))
+    pairs = {f"{a} {b}" for gap in (1, 2) for a, b in zip(words, words[gap:], strict=False)}
+    return frozenset(words).union(pairs)
 
 
 def relevance(dense: float, lexical: float | None, weight: float) -> float:

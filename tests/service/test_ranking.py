@@ -88,9 +88,10 @@ def test_lexical_similarity_by_hand() -> None:
 
     from service.retrieval.ranking import lexical_features, lexical_similarities
 
-    # Features: the words and the adjacent pairs. n = 2 candidates; df: red 1, door 2,
-    # "red door" 1, blue 1, "blue door" 1; idf = ln((1 + n) / (1 + df)) + 1.
+    # Features: the words and the pairs one or two apart. n = 2 candidates; df: red 1,
+    # door 2, "red door" 1, blue 1, "blue door" 1; idf = ln((1 + n) / (1 + df)) + 1.
     assert lexical_features("Red door") == frozenset({"red", "door", "red door"})
+    assert lexical_features("a key 3") == frozenset({"a", "key", "3", "a key", "key 3", "a 3"})
     a = math.log(3 / 2) + 1  # the features in one candidate; "door" has idf 1
     sims = lexical_similarities(lexical_features("red door"), ["Red door", "blue door", None])
     assert sims[0] == pytest.approx(1.0)  # the same features

@@ -3,16 +3,22 @@
 Vectors are derived data. When the embedding model changes (or rows were written
 without vectors), the reflections lacking a vector for the current model are
 re-encoded in pages, outside any transaction, and written with feed entries so
-every running process picks them up. Then the namespace's index snapshot is
-rebuilt from the embeddings table.
+every running process picks them up. Exemplar occurrences get their internal-state
+hashes recomputed from their steps (what makes a merged exemplar exact under each).
+Then the namespace's index snapshot is rebuilt from the embeddings table.
 """
 
 from __future__ import annotations
 
+from domain.hashing import text_hash
 from domain.reflections import TASK_KEYED
 from domain.settings import read_settings
+from domain.state_text import internal_text
+from reflectors.contrastive import NAME as CONTRASTIVE
 from reflectors.embed import encode_texts, reflection_texts, text_hashes, write_vectors
 from store import embeddings as embeddings_repo
+from store import evidence as evidence_repo
+from store import index_feed
 from store import lexical as lexical_repo
 from store import reflections as repo
 from store.database import Database
@@ -46,9 +52,14 @@ def reembed_missing(db: Database, embedder: Embedder, namespace: str) -> int:
         after = rows[-1].pk
 
 
-# Kinds whose vectors encode exactly `reflection_texts` (a contrastive heuristic's
-# vector is a centroid of states, not the encoding of a text).
+# Kinds whose vectors encode exactly `reflection_texts`; heuristics and skills do
+# too, but for a contrastive heuristic's (a centroid of states, not a text's).
 HASHABLE = frozenset({"exemplar", *TASK_KEYED})
+TEXT_KINDS = sorted({*HASHABLE, "heuristic", "skill"})
+
+
+def encodes_its_text(row: Reflection) -> bool:
+    return row.kind in HASHABLE or (row.kind in TEXT_KINDS and row.reflector != CONTRASTIVE)
 
 
 def backfill_text_hashes(db: Database, *, namespace: str, model: str) -> int:
@@ -66,10 +77,38 @@ def backfill_text_hashes(db: Database, *, namespace: str, model: str) -> int:
             return done
         with db.write() as session:
             for r in rows:
-                if r.kind in HASHABLE:
+                if encodes_its_text(r):
                     embeddings_repo.update_text_hashes(session, r.pk, model, text_hashes(reflection_texts(r, settings)))
                     done += 1
         after = rows[-1].pk
+
+
+def rebuild_internal_hashes(db: Database, namespace: str) -> int:
+    """Recompute the internal-state hash of every exemplar occurrence from its step
+    (rows written before migration 0010, or under another `state_text.max_chars`),
+    and each exemplar's set of them; returns how many exemplars changed."""
+    done = 0
+    after = 0
+    while True:
+        with db.read() as session:
+            settings = read_settings(session, namespace)
+            pks = [
+                r.pk
+                for r in repo.list_reflections_in_pk_order(session, namespace, ["exemplar"], after_pk=after, limit=PAGE)
+            ]
+        if not pks:
+            return done
+        max_chars = settings.state_text.max_chars
+        with db.write() as session:
+            index_feed.lock_feed(session, namespace)  # exemplar writes take it too: no stale set overwrites theirs
+            changed: dict[int, str | None] = {}
+            for occ in evidence_repo.list_occurrences(session, pks):
+                i_text = internal_text(occ.internal_state, max_chars)
+                digest = i_text and text_hash(i_text)
+                if digest != occ.internal_hash:
+                    changed[occ.evidence_pk] = digest
+            done += evidence_repo.update_internal_hashes(session, changed, pks)
+        after = pks[-1]
 
 
 def rebuild_lexical(db: Database, namespace: str) -> int:
@@ -80,11 +119,11 @@ def rebuild_lexical(db: Database, namespace: str) -> int:
     while True:
         with db.read() as session:
             settings = read_settings(session, namespace)
-            rows = repo.list_reflections_in_pk_order(session, namespace, sorted(HASHABLE), after_pk=after, limit=PAGE)
+            rows = repo.list_reflections_in_pk_order(session, namespace, TEXT_KINDS, after_pk=after, limit=PAGE)
         if not rows:
             return done
         with db.write() as session:
-            for r in rows:
+            for r in filter(encodes_its_text, rows):
                 lexical_repo.update_lexical_text(
                     session,
                     reflection_pk=r.pk,
@@ -92,7 +131,7 @@ def rebuild_lexical(db: Database, namespace: str) -> int:
                     kind=r.kind,
                     text_=reflection_texts(r, settings)["state"],
                 )
-        done += len(rows)
+            done += sum(map(encodes_its_text, rows))
         after = rows[-1].pk
 
 
@@ -103,6 +142,7 @@ def reindex(db: Database, embedder: Embedder, registry: IndexRegistry, namespace
     for namespace in namespaces:
         reembed_missing(db, embedder, namespace)
         backfill_text_hashes(db, namespace=namespace, model=embedder.name)
+        rebuild_internal_hashes(db, namespace)
         rebuild_lexical(db, namespace)
         out[namespace] = registry.rebuild(namespace)
         registry.save(namespace)

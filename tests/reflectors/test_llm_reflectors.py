@@ -205,6 +205,30 @@ def test_heuristics_from_a_single_attempt(api_llm: TestClient, scripted_llm: Scr
     assert items(api, "exemplar")
 
 
+def test_reindex_fills_in_the_text_index_of_pool_items_written_without_it(
+    api_llm: TestClient, scripted_llm: ScriptedLLM
+) -> None:
+    """Pool items written before their vectors carried text hashes and lexical texts
+    get both from `reflexa reindex` (no re-encoding)."""
+    from sqlalchemy import delete, update
+
+    from reflectors.reindex import reindex
+
+    api = api_llm
+    make_ns(api, reflectors=["heuristics"])
+    scripted_llm.script(heuristics_answer(heuristic(DOOR)))
+    post(api, "t1", False)
+    drain(api)
+    services = api.app.state.services  # type: ignore[attr-defined]
+    with services.db.write() as session:  # as the pool wrote them before
+        session.execute(delete(LexicalText))
+        session.execute(update(Embedding).values(text_hash=None))
+    assert text_index(api, hid(DOOR)) == ([None], None)
+    reindex(services.db, services.embedder, services.registry, ["mem"])
+    door = get(api, hid(DOOR))
+    assert text_index(api, hid(DOOR)) == ([text_hash(door["text"])], door["text"])
+
+
 def test_a_similar_heuristic_merges_and_evidence_activates_it(api_llm: TestClient, scripted_llm: ScriptedLLM) -> None:
     api = api_llm
     make_ns(api, reflectors=["heuristics"])

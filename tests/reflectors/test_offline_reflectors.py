@@ -62,6 +62,17 @@ def test_contrastive_heuristics_from_outcomes(api: TestClient) -> None:
     assert prefer["content"]["action"] == "climb down the rope"
     assert {e["trajectory_id"] for e in avoid["evidence"]} <= {f"jump{i}" for i in range(7)}
     assert avoid["evidence_count"] == 7
+    # Its vector is a centroid of states, no text's: a reindex gives it no text hash and
+    # no lexical text (an LLM heuristic's it does).
+    from reflectors.reindex import reindex
+    from store.models import Embedding, LexicalText, Reflection
+
+    services = api.app.state.services  # type: ignore[attr-defined]
+    reindex(services.db, services.embedder, services.registry, ["off"])
+    with services.db.read() as session:
+        pk = session.query(Reflection.pk).filter(Reflection.id == avoid["id"]).scalar()
+        assert session.get(LexicalText, pk) is None
+        assert [h for (h,) in session.query(Embedding.text_hash).filter(Embedding.reflection_pk == pk)] == [None]
     # Served in such a state, next to the exemplars.
     r = api.post(f"{NS}/retrieve", json={"state": {"observation": EDGE.format("east")}, "kinds": ["heuristic"]})
     assert {i["content"]["action"] for i in r.json()["items"]} == {"jump", "climb down the rope"}

@@ -6,8 +6,10 @@ from __future__ import annotations
 import threading
 import time
 
+import pytest
 from sqlalchemy import select
 
+from domain.jobs import Priority
 from reflectors.worker import JobView, Worker, WorkerConfig
 from store import jobs as jobs_repo
 from store.database import Database
@@ -94,41 +96,35 @@ def test_the_ageing_slot_runs_starved_work_under_a_flood(database_url: str) -> N
         db.dispose()
 
 
-def test_the_express_slot_runs_an_awaited_job_while_every_slot_is_busy(database_url: str) -> None:
+@pytest.mark.parametrize("express", [True, False])
+def test_the_express_slot_runs_an_awaited_job_while_every_slot_is_busy(database_url: str, express: bool) -> None:
     """A reader's job (Priority.AWAITED) does not wait for the jobs in flight: with the
     one regular slot held by a long job, the express slot runs it; without an express
     slot it stays queued until the long job ends."""
-    from domain.jobs import Priority
+    db = make_db(database_url, "mine", "other")
+    release = threading.Event()
 
-    for express in (True, False):
-        mine, other = f"mine{int(express)}", f"other{int(express)}"
-        db = make_db(database_url, mine, other)
-        release = threading.Event()
+    def index(job: JobView) -> None:
+        if job.payload.get("long"):
+            assert release.wait(30)
 
-        def index(job: JobView) -> None:
-            if job.payload.get("long"):
-                assert release.wait(30)
+    def create(ns: str, payload: dict[str, bool], priority: int) -> int:
+        with db.write() as s:
+            return jobs_repo.create_job(s, namespace=ns, kind="index", payload=payload, dedup_key=ns, priority=priority)
 
-        def create(ns: str, payload: dict[str, bool], priority: int) -> int:
-            with db.write() as s:
-                return jobs_repo.create_job(
-                    s, namespace=ns, kind="index", payload=payload, dedup_key=ns, priority=priority
-                )
-
-        config = WorkerConfig(concurrency=1, poll_interval=0.01, express_slot=express)
-        worker = Worker(db, {"index": index}, config)
-        long_id = create(other, {"long": True}, int(Priority.INDEX))
-        worker.start()
-        try:
-            time.sleep(0.2)  # the regular slot has the long job by now
-            awaited = create(mine, {}, int(Priority.AWAITED))
-            if express:
-                assert wait_done(db, [awaited]), "the awaited job waited for the job in flight"
-            else:
-                assert not wait_done(db, [awaited], timeout=1.0)  # the counterfactual: it waits
-            release.set()
-            assert wait_done(db, [long_id, awaited])
-        finally:
-            release.set()
-            worker.stop()
-            db.dispose()
+    worker = Worker(db, {"index": index}, WorkerConfig(concurrency=1, poll_interval=0.01, express_slot=express))
+    long_id = create("other", {"long": True}, int(Priority.INDEX))
+    worker.start()
+    try:
+        time.sleep(0.2)  # the regular slot has the long job by now
+        awaited = create("mine", {}, int(Priority.AWAITED))
+        if express:
+            assert wait_done(db, [awaited]), "the awaited job waited for the job in flight"
+        else:
+            assert not wait_done(db, [awaited], timeout=1.0)  # the counterfactual: it waits
+        release.set()
+        assert wait_done(db, [long_id, awaited])
+    finally:
+        release.set()
+        worker.stop()
+        db.dispose()

@@ -4,7 +4,9 @@ its state and internal-state embeddings.
 
 Identical (state, action) pairs merge into one exemplar; each source step is one
 evidence row carrying its credit and return-to-go, so the merged statistics stay
-exact as trajectories come and go.
+exact as trajectories come and go. Each evidence row also keeps the hash of its
+step's internal state, so the merged exemplar is an exact match under the internal
+state of any occurrence, not only the first one its content shows.
 
 Credit. A successful episode credits every step with success. A failed episode
 debits only the steps flagged `caused_failure`; with none flagged, the last step
@@ -29,6 +31,7 @@ import numpy as np
 import orjson
 from sqlalchemy.orm import Session
 
+from domain.hashing import text_hash
 from domain.jobs import TRAJECTORY_CLOSED
 from domain.reflections import ReflectionDraft
 from domain.settings import NamespaceSettings, read_settings
@@ -112,7 +115,12 @@ def build_exemplars(traj: Trajectory, steps: list[Step], settings: NamespaceSett
     credits = credit(traj, steps)
     by_id: dict[str, _Exemplar] = {}
     for step, value, credited in zip(steps, rtg, credits, strict=True):
-        ev = evidence_repo.EvidenceIn(traj.pk, step.index, step.index, success=credited, value=value)
+        i_text = internal_text(step.internal_state, settings.state_text.max_chars)
+        # Each occurrence keeps its own internal state's hash: a merged exemplar is an
+        # exact match under any of them (the content keeps only the first).
+        ev = evidence_repo.EvidenceIn(
+            traj.pk, step.index, step.index, success=credited, value=value, internal_hash=i_text and text_hash(i_text)
+        )
         eid = exemplar_id(traj.environment, step.observation, step.state_data, step.action)
         if eid in by_id:  # the same (state, action) twice in one episode
             by_id[eid].evidence.append(ev)
@@ -145,7 +153,7 @@ def build_exemplars(traj: Trajectory, steps: list[Step], settings: NamespaceSett
             state_text=state_text(
                 settings.state_text, observation=step.observation, data=step.state_data, task=traj.task
             ),
-            internal_text=internal_text(step.internal_state, settings.state_text.max_chars),
+            internal_text=i_text,
             evidence=[ev],
         )
     return list(by_id.values())
@@ -172,11 +180,10 @@ class ExemplarReflector:
         reused, not encoded), then one write per job."""
         with self.db.read() as session:
             plans = [self._plan(session, job) for job in jobs]
-        fresh: dict[str, _Exemplar] = {}
-        for plan in plans:
-            if plan is not None:
-                fresh.update((e.id, e) for e in plan.exemplars if e.id not in plan.known)
-        vectors = self._embed(list(fresh.values()))  # no transaction is open here
+        # Every plan's own texts: two jobs may draft the same exemplar id under other
+        # internal states, and the one that creates it must store vectors of its texts.
+        fresh = [e for plan in plans if plan is not None for e in plan.exemplars if e.id not in plan.known]
+        vectors = self._embed(fresh)  # no transaction is open here
         return [None if plan is None else self._write(plan, vectors) for plan in plans]
 
     def _plan(self, session: Session, job: JobView) -> _Plan | None:
@@ -189,7 +196,7 @@ class ExemplarReflector:
         known = set(repo.read_reflections_by_ids(session, traj.namespace, [e.id for e in exemplars]))
         return _Plan(traj, settings, exemplars, known)
 
-    def _write(self, plan: _Plan, vectors: dict[str, dict[str, np.ndarray]]) -> Write:
+    def _write(self, plan: _Plan, vectors: dict[str, np.ndarray]) -> Write:
         traj, settings, exemplars = plan.trajectory, plan.settings, plan.exemplars
         namespace = traj.namespace
 
@@ -201,8 +208,9 @@ class ExemplarReflector:
             for ex in exemplars:
                 row = stored.get(ex.id)
                 if row is None:
-                    if ex.id not in vectors:  # it vanished after we looked: embed on the next attempt
-                        raise TransientError(f"exemplar {ex.id} changed while the job ran")
+                    hashes = text_hashes(ex.texts)
+                    if any(h not in vectors for h in hashes.values()):  # it vanished after we looked
+                        raise TransientError(f"exemplar {ex.id} changed while the job ran")  # embed on the next attempt
                     row = repo.create_reflection(session, ex.draft.values(), actor=f"reflector:{NAME}")
                     embeddings_repo.update_embeddings(
                         session,
@@ -210,8 +218,8 @@ class ExemplarReflector:
                         namespace=namespace,
                         kind=KIND,
                         model=self.embedder.name,
-                        vectors=vectors[ex.id],
-                        text_hashes=text_hashes(ex.texts),
+                        vectors={field: vectors[h] for field, h in hashes.items()},
+                        text_hashes=hashes,
                     )
                     lexical_repo.update_lexical_text(
                         session, reflection_pk=row.pk, namespace=namespace, kind=KIND, text_=ex.state_text
@@ -226,10 +234,15 @@ class ExemplarReflector:
 
         return write
 
-    def _embed(self, exemplars: list[_Exemplar]) -> dict[str, dict[str, np.ndarray]]:
+    def _embed(self, exemplars: list[_Exemplar]) -> dict[str, np.ndarray]:
+        """text hash -> its vector, for every text of these exemplars."""
         per_row = [e.texts for e in exemplars]
         encoded = encode_texts(self.embedder, per_row, self.db)
-        return {e.id: vecs for e, vecs in zip(exemplars, encoded, strict=True)}
+        return {
+            text_hash(text): vecs[field]
+            for e, vecs in zip(exemplars, encoded, strict=True)
+            for field, text in e.texts.items()
+        }
 
 
 @dataclass

@@ -4,15 +4,17 @@ kept on the reflection row in step with it."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from sqlalchemy import case, delete, func, select, update
+from sqlalchemy import Select, and_, bindparam, case, delete, func, null, select, update
 from sqlalchemy.orm import Session
 
 from store.database import dialect_insert
 from store.index_feed import create_changes, lock_feed
-from store.models import Reflection, ReflectionEvidence, SnapshotEvidence, Trajectory, utcnow
+from store.models import Reflection, ReflectionEvidence, SnapshotEvidence, Step, Trajectory, utcnow
 
 
 @dataclass(frozen=True)
@@ -22,6 +24,7 @@ class EvidenceIn:
     step_end: int | None
     success: bool | None = None
     value: float | None = None
+    internal_hash: str | None = None  # text_hash of the step's internal-state text (exemplars)
 
 
 def create_evidence(session: Session, reflection_pk: int, evidence: Sequence[EvidenceIn]) -> int:
@@ -53,6 +56,7 @@ def create_evidence(session: Session, reflection_pk: int, evidence: Sequence[Evi
                 "step_end": x.step_end,
                 "success": x.success,
                 "value": x.value,
+                "internal_hash": x.internal_hash,
             }
         )
     if not rows:
@@ -67,16 +71,86 @@ def create_evidence(session: Session, reflection_pk: int, evidence: Sequence[Evi
 
 
 def update_evidence_stats(session: Session, reflection_pks: Sequence[int]) -> None:
-    """Recompute the evidence_* columns from the evidence rows (after links change)."""
+    """Recompute the evidence_* columns and `internal_hashes` from the evidence rows
+    (after links change)."""
     stats = _evidence_stats(session, reflection_pks)
+    hashes = _internal_hashes(session, reflection_pks)
     now = utcnow()
     for pk in reflection_pks:
         n, s, f, v = stats.get(pk, (0, 0, 0, None))
         session.execute(
             update(Reflection)
             .where(Reflection.pk == pk)
-            .values(evidence_count=n, evidence_successes=s, evidence_failures=f, evidence_value=v, updated_at=now)
+            .values(
+                evidence_count=n,
+                evidence_successes=s,
+                evidence_failures=f,
+                evidence_value=v,
+                internal_hashes=hashes[pk] if pk in hashes else null(),  # SQL NULL, not JSON null
+                updated_at=now,
+            )
         )
+
+
+def _internal_hashes(session: Session, reflection_pks: Sequence[int]) -> dict[int, list[str]]:
+    """pk -> the sorted distinct internal hashes of its evidence (absent: none)."""
+    out: dict[int, list[str]] = {}
+    if not reflection_pks:
+        return out
+    e = ReflectionEvidence
+    stmt = (
+        select(e.reflection_pk, e.internal_hash)
+        .where(e.reflection_pk.in_(list(reflection_pks)), e.internal_hash.is_not(None))
+        .distinct()
+        .order_by(e.reflection_pk, e.internal_hash)
+    )
+    for pk, digest in session.execute(stmt):
+        out.setdefault(pk, []).append(digest)
+    return out
+
+
+@dataclass(frozen=True)
+class Occurrence:
+    """An evidence row of an exemplar with the internal state of the step it cites."""
+
+    evidence_pk: int
+    reflection_pk: int
+    internal_state: str | None
+    internal_hash: str | None
+
+
+def list_occurrences(session: Session, reflection_pks: Sequence[int]) -> list[Occurrence]:
+    """The evidence rows of these reflections that cite one step, with that step's
+    internal state (for `reflexa reindex` to recompute their hashes)."""
+    if not reflection_pks:
+        return []
+    e = ReflectionEvidence
+    stmt = (
+        select(e.pk, e.reflection_pk, Step.internal_state, e.internal_hash)
+        .join(Step, and_(Step.trajectory_pk == e.trajectory_pk, Step.index == e.step_start))
+        .where(e.reflection_pk.in_(list(reflection_pks)), e.step_end == e.step_start)
+        .order_by(e.pk)
+    )
+    return [Occurrence(*row) for row in session.execute(stmt)]
+
+
+def update_internal_hashes(session: Session, hashes: Mapping[int, str | None], reflection_pks: Sequence[int]) -> int:
+    """Set evidence rows' internal hashes (evidence pk -> hash), then refresh the
+    `internal_hashes` of these reflections where they differ. Unlike
+    `update_evidence_stats`, leaves `updated_at` (recency) alone: nothing was seen
+    again. Returns how many reflections changed."""
+    for evidence_pk, digest in hashes.items():
+        session.execute(
+            update(ReflectionEvidence).where(ReflectionEvidence.pk == evidence_pk).values(internal_hash=digest)
+        )
+    fresh = _internal_hashes(session, reflection_pks)
+    r = Reflection
+    stored = {pk: v for pk, v in session.execute(select(r.pk, r.internal_hashes).where(r.pk.in_(list(reflection_pks))))}
+    changed = [pk for pk in reflection_pks if pk in stored and (stored[pk] or None) != fresh.get(pk)]
+    for pk in changed:
+        value = fresh[pk] if pk in fresh else null()
+        session.execute(update(Reflection).where(Reflection.pk == pk).values(internal_hashes=value))
+    return len(changed)
 
 
 def _evidence_stats(session: Session, reflection_pks: Sequence[int]) -> dict[int, tuple[int, int, int, float | None]]:
@@ -125,25 +199,34 @@ def list_evidence_summaries(
     out: dict[int, list[tuple[str, int | None, int | None]]] = {pk: [] for pk in reflection_pks}
     if not reflection_pks:
         return out
-    if snapshot_pk is None:
-        e = ReflectionEvidence
-        stmt = (
-            select(e.reflection_pk, Trajectory.id, e.step_start, e.step_end)
-            .join(Trajectory, Trajectory.pk == e.trajectory_pk)
-            .where(e.reflection_pk.in_(list(reflection_pks)))
-            .order_by(e.reflection_pk, e.pk.desc())
-        )
-    else:
-        p = SnapshotEvidence  # copied in live pk order, so its pk order is the same
-        stmt = (
-            select(p.reflection_pk, p.trajectory_id, p.step_start, p.step_end)
-            .where(p.snapshot_pk == snapshot_pk, p.reflection_pk.in_(list(reflection_pks)))
-            .order_by(p.reflection_pk, p.pk.desc())
-        )
-    for pk, tid, start, end in session.execute(stmt):
+    params: dict[str, Any] = {"pks": list(reflection_pks)}
+    if snapshot_pk is not None:
+        params["snapshot_pk"] = snapshot_pk
+    # Core rows on the session's connection: this runs on every retrieve.
+    for pk, tid, start, end in session.connection().execute(_summaries_statement(snapshot_pk is not None), params):
         if len(out[pk]) < per_item:
             out[pk].append((tid, start, end))
     return out
+
+
+@functools.cache
+def _summaries_statement(pinned: bool) -> Select[Any]:
+    """`list_evidence_summaries`' query, built once (live or pinned), every value a
+    bound parameter: building a statement and its cache key cost more than running it."""
+    if not pinned:
+        e = ReflectionEvidence
+        return (
+            select(e.reflection_pk, Trajectory.id, e.step_start, e.step_end)
+            .join(Trajectory, Trajectory.pk == e.trajectory_pk)
+            .where(e.reflection_pk.in_(bindparam("pks", expanding=True)))
+            .order_by(e.reflection_pk, e.pk.desc())
+        )
+    p = SnapshotEvidence  # copied in live pk order, so its pk order is the same
+    return (
+        select(p.reflection_pk, p.trajectory_id, p.step_start, p.step_end)
+        .where(p.snapshot_pk == bindparam("snapshot_pk"), p.reflection_pk.in_(bindparam("pks", expanding=True)))
+        .order_by(p.reflection_pk, p.pk.desc())
+    )
 
 
 def read_evidence_value_sums(session: Session, reflection_pks: Sequence[int]) -> dict[int, float]:

@@ -213,6 +213,9 @@ class Reflection(Base):
     evidence_successes: Mapped[int] = mapped_column(Integer, default=0)
     evidence_failures: Mapped[int] = mapped_column(Integer, default=0)
     evidence_value: Mapped[float | None] = mapped_column(Float)
+    # The distinct `internal_hash`es of its evidence (None: none): a merged exemplar is
+    # an exact match under any internal state it was seen with, not just the first.
+    internal_hashes: Mapped[list[str] | None] = mapped_column(JSONType)
     # Utility: counts of served retrievals whose outcome was reported.
     uses: Mapped[int] = mapped_column(Integer, default=0)
     successes: Mapped[int] = mapped_column(Integer, default=0)
@@ -251,6 +254,9 @@ class ReflectionEvidence(Base):
     step_end: Mapped[int | None] = mapped_column(Integer)
     success: Mapped[bool | None] = mapped_column(Boolean)  # credited outcome; None = no credit
     value: Mapped[float | None] = mapped_column(Float)  # e.g. the step's return-to-go
+    # text_hash of the cited step's internal-state text (exemplars; None: it has none,
+    # or written before migration 0010 and not yet reindexed)
+    internal_hash: Mapped[str | None] = mapped_column(String(32))
 
 
 class ReflectionVersion(Base):
@@ -492,6 +498,7 @@ class SnapshotReflection(Base):
     evidence_successes: Mapped[int] = mapped_column(Integer)
     evidence_failures: Mapped[int] = mapped_column(Integer)
     evidence_value: Mapped[float | None] = mapped_column(Float)
+    internal_hashes: Mapped[list[str] | None] = mapped_column(JSONType)
     uses: Mapped[int] = mapped_column(Integer)
     successes: Mapped[int] = mapped_column(Integer)
     failures: Mapped[int] = mapped_column(Integer)

@@ -3,6 +3,7 @@ retrieval log, and outcome credit into reflection utility."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -10,7 +11,7 @@ from typing import Any
 
 import numpy as np
 import orjson
-from sqlalchemy import Text, and_, cast, exists, insert, select, update
+from sqlalchemy import Select, Text, and_, bindparam, cast, exists, insert, select, update
 from sqlalchemy.orm import Session
 
 from store.models import (
@@ -131,6 +132,9 @@ class CandidateRow:
     vectors: dict[str, np.ndarray] = field(default_factory=dict)
     text_hashes: dict[str, str | None] = field(default_factory=dict)  # field -> hash of the text encoded
     lexical_text: str | None = None  # its state text in the lexical index
+    # hashes of every internal-state text its evidence was seen with (a merged
+    # exemplar's occurrences), beside text_hashes["internal"] (its first one's)
+    internal_hashes: frozenset[str] = frozenset()
 
     @property
     def content(self) -> dict[str, Any]:
@@ -163,10 +167,12 @@ def _columns(r: Any) -> list[Any]:
     return [cast(r.content, Text) if name == "content" else getattr(r, name) for name in _CANDIDATE_FIELDS]
 
 
-def _pinned_cited_by(snapshot_pk: int, *conditions: Any) -> Any:
+def _pinned_cited_by(*conditions: Any) -> Any:
     """EXISTS over a snapshot's evidence copy (it carries the citing trajectory's fields)."""
     e = SnapshotEvidence
-    return exists().where(e.snapshot_pk == snapshot_pk, e.reflection_pk == SnapshotReflection.pk, *conditions)
+    return exists().where(
+        e.snapshot_pk == bindparam("snapshot_pk"), e.reflection_pk == SnapshotReflection.pk, *conditions
+    )
 
 
 def list_candidates(
@@ -180,60 +186,107 @@ def list_candidates(
     """The reflections among `pks` that pass every filter, with their vectors of
     `model`, in one query (a candidate comes back once per stored field): live, or
     as they were in a snapshot. Plain rows, not ORM objects: building those was a
-    sixth of a retrieve's CPU."""
+    sixth of a retrieve's CPU. The query is built once per combination of filters
+    (`_candidate_statement`) and runs on the session's connection: building it and
+    its cache key, and the ORM's execution path, cost more than running it."""
     if not pks:
         return []
+    params: dict[str, Any] = {
+        "pks": list(pks),
+        "namespace": namespace,
+        "kinds": list(f.kinds),
+        "statuses": list(f.statuses),
+        "model": model,
+    }
+    if snapshot_pk is not None:
+        params["snapshot_pk"] = snapshot_pk
+    if f.environment is not None:
+        params["environment"] = f.environment
+    if f.as_of is not None:
+        params["as_of"] = f.as_of
+    if f.agent is not None:
+        params["agent"] = f.agent
+    if f.policy_version is not None:
+        params["policy_version"] = f.policy_version
+    if f.exclude_task_hashes:
+        params["task_hashes"] = list(f.exclude_task_hashes)
+    if f.exclude_trajectory_ids:
+        params["trajectory_ids"] = list(f.exclude_trajectory_ids)
+    stmt = _candidate_statement(
+        snapshot_pk is not None,
+        f.environment is not None,
+        f.as_of is not None,
+        f.agent is not None,
+        f.policy_version is not None,
+        bool(f.exclude_task_hashes),
+        bool(f.exclude_trajectory_ids),
+    )
+    out: dict[int, CandidateRow] = {}
+    for *columns, fld, blob, digest, lexical, internal in session.connection().execute(stmt, params):
+        row = out.get(columns[0])
+        if row is None:
+            # JSON text parsed once per candidate, not by the driver for each field's row
+            hashes = frozenset(orjson.loads(internal) or ()) if internal else frozenset()
+            row = out[columns[0]] = CandidateRow(*columns, lexical_text=lexical, internal_hashes=hashes)
+        row.vectors[fld] = np.frombuffer(blob, dtype="<f4")
+        row.text_hashes[fld] = digest
+    return list(out.values())
+
+
+@functools.cache
+def _candidate_statement(
+    pinned: bool,
+    environment: bool,
+    as_of: bool,
+    agent: bool,
+    policy_version: bool,
+    exclude_tasks: bool,
+    exclude_trajectories: bool,
+) -> Select[Any]:
+    """`list_candidates`' query for one combination of filters (which are given),
+    every value a bound parameter named as in its `params`."""
     r: Any
-    if snapshot_pk is None:
+    if not pinned:
         r, emb, lexical_text = Reflection, Embedding, LexicalText.text
         stmt = (
-            select(*_columns(r), emb.field, emb.vector, emb.text_hash, lexical_text)
-            .join(emb, and_(emb.reflection_pk == r.pk, emb.model == model))
+            select(*_columns(r), emb.field, emb.vector, emb.text_hash, lexical_text, cast(r.internal_hashes, Text))
+            .join(emb, and_(emb.reflection_pk == r.pk, emb.model == bindparam("model")))
             .outerjoin(LexicalText, LexicalText.reflection_pk == r.pk)
         )
         t: Any = Trajectory
         cited_by = _cited_by
-        mine = (Trajectory.namespace == namespace,)
+        mine: tuple[Any, ...] = (Trajectory.namespace == bindparam("namespace"),)
     else:
         r, emb = SnapshotReflection, SnapshotEmbedding
-        stmt = select(*_columns(r), emb.field, emb.vector, emb.text_hash, r.lexical_text).join(
+        internal = cast(r.internal_hashes, Text)
+        stmt = select(*_columns(r), emb.field, emb.vector, emb.text_hash, r.lexical_text, internal).join(
             emb,
-            and_(emb.snapshot_pk == r.snapshot_pk, emb.reflection_pk == r.pk, emb.model == model),
+            and_(emb.snapshot_pk == r.snapshot_pk, emb.reflection_pk == r.pk, emb.model == bindparam("model")),
         )
-        stmt = stmt.where(r.snapshot_pk == snapshot_pk)
+        stmt = stmt.where(r.snapshot_pk == bindparam("snapshot_pk"))
         t = SnapshotEvidence  # agent, policy_version, task_hash copied; trajectory id as trajectory_id
-
-        def cited_by(*conditions: Any) -> Any:
-            return _pinned_cited_by(snapshot_pk, *conditions)
-
+        cited_by = _pinned_cited_by
         mine = ()
     stmt = stmt.where(
-        r.pk.in_(list(pks)),
-        r.namespace == namespace,
-        r.kind.in_(list(f.kinds)),
-        r.status.in_(list(f.statuses)),
+        r.pk.in_(bindparam("pks", expanding=True)),
+        r.namespace == bindparam("namespace"),
+        r.kind.in_(bindparam("kinds", expanding=True)),
+        r.status.in_(bindparam("statuses", expanding=True)),
     )
-    if f.environment is not None:
-        stmt = stmt.where(r.environment == f.environment)
-    if f.as_of is not None:
-        stmt = stmt.where(r.created_at <= f.as_of)
-    if f.agent is not None:
-        stmt = stmt.where(cited_by(t.agent == f.agent))
-    if f.policy_version is not None:
-        stmt = stmt.where(cited_by(t.policy_version == f.policy_version))
-    if f.exclude_task_hashes:
-        stmt = stmt.where(~cited_by(t.task_hash.in_(list(f.exclude_task_hashes))))
-    if f.exclude_trajectory_ids:
-        tid = Trajectory.id if snapshot_pk is None else SnapshotEvidence.trajectory_id
-        stmt = stmt.where(~cited_by(*mine, tid.in_(list(f.exclude_trajectory_ids))))
-    out: dict[int, CandidateRow] = {}
-    for *columns, fld, blob, digest, lexical in session.execute(stmt):
-        row = out.get(columns[0])
-        if row is None:
-            row = out[columns[0]] = CandidateRow(*columns, lexical_text=lexical)
-        row.vectors[fld] = np.frombuffer(blob, dtype="<f4")
-        row.text_hashes[fld] = digest
-    return list(out.values())
+    if environment:
+        stmt = stmt.where(r.environment == bindparam("environment"))
+    if as_of:
+        stmt = stmt.where(r.created_at <= bindparam("as_of"))
+    if agent:
+        stmt = stmt.where(cited_by(t.agent == bindparam("agent")))
+    if policy_version:
+        stmt = stmt.where(cited_by(t.policy_version == bindparam("policy_version")))
+    if exclude_tasks:
+        stmt = stmt.where(~cited_by(t.task_hash.in_(bindparam("task_hashes", expanding=True))))
+    if exclude_trajectories:
+        tid = SnapshotEvidence.trajectory_id if pinned else Trajectory.id
+        stmt = stmt.where(~cited_by(*mine, tid.in_(bindparam("trajectory_ids", expanding=True))))
+    return stmt
 
 
 def create_retrieval(
@@ -247,25 +300,33 @@ def create_retrieval(
     latency_ms: float | None = None,
 ) -> None:
     """Log a retrieval and what it served: items are (reflection pk, rank, score, similarity).
-    Core inserts: the ORM unit of work cost a fifth of a retrieve's CPU here."""
-    session.execute(
-        insert(Retrieval.__table__).values(
-            id=id,
-            namespace=namespace,
-            query=query,
-            trajectory_id=trajectory_id,
-            created_at=utcnow(),
-            latency_ms=latency_ms,
-        )
+    Core inserts built once, on the session's connection: the ORM unit of work cost a
+    fifth of a retrieve's CPU here, building the statements and going through the
+    session most of what was left."""
+    conn = session.connection()
+    conn.execute(
+        _INSERT_RETRIEVAL,
+        {
+            "id": id,
+            "namespace": namespace,
+            "query": query,
+            "trajectory_id": trajectory_id,
+            "created_at": utcnow(),
+            "latency_ms": latency_ms,
+        },
     )
     if items:
-        session.execute(
-            insert(RetrievalItem.__table__),
+        conn.execute(
+            _INSERT_RETRIEVAL_ITEM,
             [
                 {"retrieval_id": id, "reflection_pk": pk, "rank": rank, "score": score, "similarity": sim}
                 for pk, rank, score, sim in items
             ],
         )
+
+
+_INSERT_RETRIEVAL = insert(Retrieval.__table__)
+_INSERT_RETRIEVAL_ITEM = insert(RetrievalItem.__table__)
 
 
 def read_retrieval(session: Session, namespace: str, id: str) -> Retrieval | None:

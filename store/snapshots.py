@@ -50,6 +50,7 @@ _REFLECTION_COPIED = (
     "evidence_successes",
     "evidence_failures",
     "evidence_value",
+    "internal_hashes",  # a pinned retrieve's exact matches are the live ones of its moment
     "uses",
     "successes",
     "failures",

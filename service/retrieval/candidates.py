@@ -44,11 +44,14 @@ class Query:
 
     def is_exact(self, row: repo.CandidateRow) -> bool:
         """The item's state text is the query's (the task's, for task-keyed kinds) and,
-        when the query has an internal state, so is its internal state."""
+        when the query has an internal state, so is its internal state: its vector's,
+        or that of any occurrence merged into it (a state revisited under another
+        subgoal)."""
         main = self.hashes.get("task" if row.kind in TASK_KEYED else "state")
         if main is None or row.text_hashes.get("state") != main:
             return False
-        return "internal" not in self.hashes or row.text_hashes.get("internal") == self.hashes["internal"]
+        internal = self.hashes.get("internal")
+        return internal is None or row.text_hashes.get("internal") == internal or internal in row.internal_hashes
 
 
 class CandidateSearch:

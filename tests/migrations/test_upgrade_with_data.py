@@ -4,7 +4,8 @@ with evidence, history, vectors and utility, its change-feed entry, a job, logge
 retrievals with their items and outcomes) is upgraded to head; every row and column
 it had is unchanged, the backfilled counters agree with the rows, and the app on the
 upgraded database authenticates the key, reads everything and retrieves the
-exemplar for its own state (after `reflexa reindex`, an exact match). Both engines."""
+exemplar for its own state (after `reflexa reindex`, an exact match, also under the
+internal state of the step it cites). Both engines."""
 
 from __future__ import annotations
 
@@ -19,13 +20,15 @@ from alembic.script import ScriptDirectory
 from fastapi.testclient import TestClient
 from sqlalchemy import MetaData, create_engine, select
 
-from domain.hashing import task_hash
+from domain.hashing import task_hash, text_hash
 from domain.settings import StateTextSettings
 from domain.state_text import state_text
-from migrations import HERE, upgrade
-from reflectors.reindex import reindex
+from migrations import HERE, downgrade, upgrade
+from reflectors.reindex import rebuild_internal_hashes, reindex
 from service.app import create_app
+from store.database import Database
 from store.embedding import build_embedder
+from store.models import Reflection
 from tests.conftest import make_settings
 
 NS = "legacy"
@@ -277,8 +280,49 @@ def test_a_database_filled_at_an_earlier_revision_keeps_its_meaning(
         served = agent.post(f"/v1/namespaces/{NS}/retrieve", json={"state": {"observation": OBS}, "k": 3}).json()
         assert served["items"][0]["id"] == "ex_legacy"
         assert served["items"][0]["utility"]["baseline"] == pytest.approx(0.5)  # 1 of 2 outcomes, backfilled or kept
-        # What docs/operations.md says to run after an upgrade past 0005/0006.
+        # What docs/operations.md says to run after an upgrade past 0005/0006/0010.
         services = agent.app.state.services  # type: ignore[attr-defined]
         reindex(services.db, services.embedder, services.registry, [NS])
         served = agent.post(f"/v1/namespaces/{NS}/retrieve", json={"state": {"observation": OBS}, "k": 3}).json()
         assert served["items"][0]["id"] == "ex_legacy" and served["items"][0]["exact_match"] is True
+        # Past 0010 too: under the internal state of the step its evidence cites (it has
+        # no internal vector: only the occurrence's hash, filled in from the step, says so).
+        body = {"state": {"observation": OBS}, "internal_state": "get the key", "k": 3}
+        served = agent.post(f"/v1/namespaces/{NS}/retrieve", json=body).json()
+        assert served["items"][0]["id"] == "ex_legacy" and served["items"][0]["exact_match"] is True
+
+
+def test_0010_downgrades_and_upgrades_with_data(fresh_url: str, tmp_path: Path) -> None:
+    """Down to 0009 drops only the occurrence hashes (every other row and column
+    stays); up again brings the columns back empty, and a reindex fills them in."""
+    embedder = build_embedder("hashing", cache_dir=tmp_path / "models")
+    upgrade(fresh_url)
+    engine = create_engine(fresh_url)
+    head = MetaData()
+    head.reflect(engine)
+    rows = _rows(b"\0" * 4 * embedder.dim, embedder.name, embedder.dim)
+    rows["reflection_evidence"][0]["internal_hash"] = text_hash("get the key")
+    rows["reflections"][0]["internal_hashes"] = [text_hash("get the key")]
+    with engine.begin() as conn:
+        for name, table_rows in rows.items():
+            conn.execute(head.tables[name].insert(), table_rows)
+    downgrade(fresh_url, "0009")
+    old = MetaData()
+    old.reflect(engine)
+    assert "internal_hash" not in old.tables["reflection_evidence"].c
+    assert "internal_hashes" not in old.tables["reflections"].c
+    assert "internal_hashes" not in old.tables["snapshot_reflections"].c
+    before = _snapshot(fresh_url, old)
+    assert {name: len(before[name]) for name in rows} == {name: len(r) for name, r in rows.items()}
+    upgrade(fresh_url)
+    assert _snapshot(fresh_url, old) == before
+    with engine.connect() as conn:
+        assert conn.execute(select(head.tables["reflection_evidence"].c.internal_hash)).scalars().all() == [None]
+    engine.dispose()
+    db = Database(fresh_url)
+    try:
+        assert rebuild_internal_hashes(db, NS) == 1
+        with db.read() as session:
+            assert session.scalars(select(Reflection.internal_hashes)).all() == [[text_hash("get the key")]]
+    finally:
+        db.dispose()

@@ -1,19 +1,24 @@
 """Indexing under load: a worker slot claims closed trajectories in batches and
 encodes all their new texts in one call; a text some stored vector already encodes
-is never encoded again; the job a reader waits on (its consistency token) moves
+is never encoded again, and an exemplar drafted by two jobs of a batch stores the
+vectors of its own texts; the job a reader waits on (its consistency token) moves
 ahead of other namespaces' backlog. On both engines."""
 
 from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from fastapi.testclient import TestClient
+from sqlalchemy import select
 
+from domain.hashing import text_hash
 from domain.jobs import TRAJECTORY_CLOSED, Priority
 from reflectors.exemplars import BATCH_JOBS
 from reflectors.worker import Worker
+from store import embeddings as embeddings_repo
 from store import jobs as jobs_repo
-from store.models import Job
+from store.models import Embedding, Job, Reflection
 from tests.fixtures import create_namespace, drain, post_trajectory, step
 
 
@@ -70,6 +75,34 @@ def test_a_text_already_encoded_is_reused_not_encoded(client: TestClient) -> Non
     assert [sorted(c) for c in enc.calls] == [["the moat"]]
     r = client.post("/v1/namespaces/r/retrieve", json={"state": {"observation": "the hall"}, "k": 5})
     assert {i["content"]["action"] for i in r.json()["items"] if i["exact_match"]} == {"go north", "go south"}
+
+
+def test_an_exemplar_drafted_by_two_jobs_of_a_batch_stores_vectors_of_its_own_texts(client: TestClient) -> None:
+    """The same (state, action) under two internal states in one batch: the exemplar
+    keeps the first occurrence's internal state, and its internal vector encodes that
+    text, the one its hash names (not the other job's), so a later reuse by that hash
+    gets the right vector; it is an exact match under both internal states."""
+    create_namespace(client, "b")
+    for n, plan in enumerate(("make tea", "wash up")):
+        post_trajectory(
+            client, "b", f"t{n}", steps=[step("the kitchen", "boil water", internal_state=plan)], success=True
+        )
+    worker = worker_of(client)
+    assert worker.run_once([TRAJECTORY_CLOSED.kind], limit=1) == 2  # one batch
+    embedder = CountingEncoder(client).embedder
+    with worker.db.read() as s:
+        (row,) = s.scalars(select(Reflection).where(Reflection.namespace == "b", Reflection.kind == "exemplar"))
+        vectors = embeddings_repo.read_embeddings(s, [row.pk], embedder.name)[row.pk]
+        digest = s.scalar(
+            select(Embedding.text_hash).where(Embedding.reflection_pk == row.pk, Embedding.field == "internal")
+        )
+    internal = row.content["internal_state"]
+    assert digest == text_hash(internal)
+    assert float(vectors["internal"] @ embedder.encode([internal])[0]) == pytest.approx(1.0, abs=1e-5)
+    for plan in ("make tea", "wash up"):
+        body = {"state": {"observation": "the kitchen"}, "internal_state": plan, "k": 1}
+        item = client.post("/v1/namespaces/b/retrieve", json=body).json()["items"][0]
+        assert item["exact_match"] and item["content"]["count"] == 2
 
 
 def test_a_failed_batch_fails_each_of_its_jobs_for_retry(client: TestClient) -> None:

@@ -1,7 +1,8 @@
 """Retrieval over exemplars on SQLite and PostgreSQL (hashing embedder; the real
 model is exercised in test_retrieval_model.py): state matching, exemplar fields,
 merging, credit, filters and leakage guards, deletes, utility, read-your-writes,
-rendering, MMR and reindex."""
+rendering, MMR and reindex; a merged exemplar's exact matches under the internal
+state of each of its occurrences (live, pinned, after reindex)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,10 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
+from sqlalchemy import null, update
 
-from reflectors.reindex import reindex
+from reflectors.reindex import rebuild_internal_hashes, reindex
+from store.models import Reflection, ReflectionEvidence
 from tests.fixtures import create_namespace, drain, post_trajectory, step
 
 NS = "/v1/namespaces/mem"
@@ -327,3 +330,83 @@ def test_an_exact_match_outranks_look_alikes_whatever_their_utility(client: Test
     assert items[0]["utility"]["mean"] < items[0]["utility"]["baseline"] < items[1]["utility"]["mean"]
     assert all(not i["exact_match"] for i in items[1:])
     assert items[0]["score"] > max(i["score"] for i in items[1:])
+
+
+# -- a state revisited under another internal state -------------------------------
+
+TEA, DISHES = "make tea", "wash the dishes"
+DRIPS = KITCHEN + " The sink drips."
+
+
+def revisit(api: TestClient) -> None:
+    """The same (state, action) under two subgoals (one merged exemplar, its content
+    the first occurrence's: indexed first), and a look-alike state under the second
+    subgoal: by similarity alone it ranks above the merged exemplar for that subgoal."""
+    ingest(api, "p1", [step(KITCHEN, "boil water", internal_state=TEA)], {"success": True})
+    drain(api)
+    ingest(api, "p2", [step(KITCHEN, "boil water", internal_state=DISHES)], {"success": True})
+    ingest(api, "p3", [step(DRIPS, "fill the sink", internal_state=DISHES)], {"success": True})
+    drain(api)
+
+
+def served(api: TestClient, internal: str, **extra: Any) -> list[dict[str, Any]]:
+    return list(retrieve(api, KITCHEN, internal_state=internal, k=5, **extra)["items"])
+
+
+def assert_exact_first(items: list[dict[str, Any]], count: int) -> None:
+    first = items[0]
+    assert first["exact_match"] is True and first["content"]["action"] == "boil water", items
+    assert first["content"]["internal_state"] == TEA and first["content"]["count"] == count
+    assert not any(i["exact_match"] for i in items[1:])
+    assert first["score"] > max(i["score"] for i in items[1:])
+
+
+def test_a_merged_exemplar_is_exact_under_the_internal_state_of_each_occurrence(api: TestClient) -> None:
+    revisit(api)
+    for internal in (TEA, DISHES):
+        assert_exact_first(served(api, internal), count=2)
+    # The same through the batch route (candidate rows fetched once for many requests).
+    r = api.post(
+        f"{NS}/retrieve/batch",
+        json={"requests": [{"state": {"observation": KITCHEN}, "internal_state": i, "k": 5} for i in (TEA, DISHES)]},
+    )
+    assert r.status_code == 200, r.text
+    for result in r.json()["results"]:
+        assert_exact_first(result["items"], count=2)
+    # An internal state no occurrence had is no exact match; the similarity stays the
+    # cosine to the internal state the item shows (its first occurrence's).
+    other = served(api, "sweep the floor")
+    assert not any(i["exact_match"] for i in other)
+    # An occurrence deleted with its trajectory takes its internal state's exactness along.
+    assert api.delete(f"{NS}/trajectories/p2").status_code == 200
+    drain(api)
+    assert_exact_first(served(api, TEA), count=1)
+    merged = next(i for i in served(api, DISHES) if i["content"]["action"] == "boil water")
+    assert merged["exact_match"] is False
+
+
+def test_a_snapshot_pins_the_exact_matches_of_its_moment(api: TestClient) -> None:
+    revisit(api)
+    assert api.post(f"{NS}/snapshots", json={"id": "s1"}).status_code == 201
+    assert api.delete(f"{NS}/trajectories/p2").status_code == 200  # live memory moves on
+    drain(api)
+    assert not next(i for i in served(api, DISHES) if i["content"]["action"] == "boil water")["exact_match"]
+    for internal in (TEA, DISHES):
+        pinned = served(api, internal, snapshot="s1")
+        assert_exact_first(pinned, count=2)
+        assert served(api, internal, snapshot="s1") == pinned  # and deterministically so
+
+
+def test_reindex_fills_in_the_internal_states_of_occurrences_written_before_0010(api: TestClient) -> None:
+    revisit(api)
+    services = api.app.state.services  # type: ignore[attr-defined]
+    with services.db.write() as session:  # what rows written before migration 0010 look like
+        session.execute(update(ReflectionEvidence).values(internal_hash=None))
+        session.execute(update(Reflection).values(internal_hashes=null()))
+    assert_exact_first(served(api, TEA), count=2)  # the first occurrence's, through its vector
+    assert not next(i for i in served(api, DISHES) if i["content"]["action"] == "boil water")["exact_match"]
+    assert rebuild_internal_hashes(services.db, "mem") == 2  # both exemplars (each has occurrences to hash)
+    assert rebuild_internal_hashes(services.db, "mem") == 0  # nothing left to fill in
+    reindex(services.db, services.embedder, services.registry, ["mem"])
+    for internal in (TEA, DISHES):
+        assert_exact_first(served(api, internal), count=2)

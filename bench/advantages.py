@@ -31,7 +31,6 @@ It measures and reports; it asserts nothing about timings.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import secrets
 import sys
@@ -59,7 +58,7 @@ from bench.advantages_workload import CASES, Case, Shape, request_body, rollouts
 from bench.cpu import CpuSample, CpuUse, wait_for_quiet
 from bench.databases import databases
 from bench.machine import MachineFacts
-from bench.output import add_out_option, write_section
+from bench.output import add_out_option, write_outputs
 from bench.processes import OFFLINE_ENV, server
 from bench.reflect_drain import NAMESPACE, headers, progress
 from migrations import upgrade
@@ -244,11 +243,7 @@ def main(argv: list[str] | None = None) -> int:
     report = run(cfg, command, args.quick or args.smoke)
     progress(f"  done in {report.wall_s / 60:.1f} min")
     markdown = render_markdown(report)
-    for path in args.out:
-        if path.suffix == ".json":
-            path.write_text(json.dumps(asdict(report), indent=2, default=str))
-        else:
-            write_section(path, SECTION, markdown)
+    write_outputs(args.out, SECTION, asdict(report), markdown)
     print(summary(report))
     return 0
 

@@ -32,7 +32,6 @@ It measures and reports; it asserts nothing about timings.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import secrets
 import sys
@@ -61,7 +60,7 @@ from bench.distill_http import (
 )
 from bench.distill_workload import Shape, Trajectory, Workload
 from bench.machine import MachineFacts
-from bench.output import add_out_option, write_section
+from bench.output import add_out_option, write_outputs
 from bench.processes import server
 from bench.reflect_drain import NAMESPACE, DrainResult, Setup, drain, headers, post_batch, progress
 from bench.retrieval_server import proc_memory_mb
@@ -271,11 +270,7 @@ def main(argv: list[str] | None = None) -> int:
     report = run(cfg, backends, command, args.quick or args.smoke)
     progress(f"  done in {report.wall_s / 60:.1f} min")
     markdown = render_markdown(report)
-    for path in args.out:
-        if path.suffix == ".json":
-            path.write_text(json.dumps(asdict(report), indent=2, default=str))
-        else:
-            write_section(path, SECTION, markdown)
+    write_outputs(args.out, SECTION, asdict(report), markdown)
     print(summary(report))
     return 0
 

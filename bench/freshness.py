@@ -36,7 +36,6 @@ It measures and reports; it asserts nothing about timings.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import random
 import statistics
@@ -69,7 +68,7 @@ from bench.freshness_runs import (
     wait_token,
 )
 from bench.machine import MachineFacts
-from bench.output import add_out_option, write_section
+from bench.output import add_out_option, write_outputs
 from bench.processes import OFFLINE_ENV
 from bench.retrieval_data import embedder
 from bench.retrieval_report import server_env_overrides
@@ -438,11 +437,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     rep = run(cfg, command, args.quick or args.smoke)
     progress(f"done in {rep.wall_s / 60:.1f} min")
-    for path in args.out:
-        if path.suffix == ".json":
-            path.write_text(json.dumps(asdict(rep), indent=2, default=_json_default))
-        else:
-            write_section(path, SECTION, render_markdown(rep))
+    write_outputs(args.out, SECTION, asdict(rep), render_markdown(rep), _json_default)
     print(render_markdown(rep))
     return 0
 

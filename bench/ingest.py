@@ -30,7 +30,6 @@ import contextlib
 import dataclasses
 import functools
 import hashlib
-import json
 import os
 import secrets
 import statistics
@@ -55,7 +54,7 @@ from bench.cpu import CpuSample, CpuUse, wait_for_quiet
 from bench.databases import Databases, databases
 from bench.latency import percentile
 from bench.machine import MachineFacts
-from bench.output import add_out_option, write_section
+from bench.output import add_out_option, write_outputs
 from bench.processes import server
 from migrations import upgrade
 from store.database import create_db_engine
@@ -676,11 +675,7 @@ def main(argv: list[str] | None = None) -> int:
     report = run(cfg, backends, command, args.quick or args.smoke, args.profile)
     _progress(f"  done in {report.wall_s:.0f} s")
     markdown = render_markdown(report)
-    for path in args.out:
-        if path.suffix == ".json":
-            path.write_text(json.dumps(asdict(report), indent=2, default=str))
-        else:
-            write_section(path, SECTION, markdown)
+    write_outputs(args.out, SECTION, asdict(report), markdown)
     if args.profile:
         print(render_profiles(report, args.profile))
     elif not args.out:

@@ -4,8 +4,11 @@ replacing the benchmark's own marked section of a markdown file (docs/benchmarks
 from __future__ import annotations
 
 import argparse
+import json
 import re
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 DOC_HEADER = """# Benchmarks
 
@@ -52,3 +55,15 @@ def write_section(path: Path, name: str, body: str) -> None:
         doc = doc.rstrip("\n") + "\n\n" + block + "\n"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(doc)
+
+
+def write_outputs(
+    paths: list[Path], section: str, results: dict[str, Any], markdown: str, json_default: Callable[[Any], Any] = str
+) -> None:
+    """Each `--out` path: a .json file gets the raw results, any other file the
+    markdown as its `section`."""
+    for path in paths:
+        if path.suffix == ".json":
+            path.write_text(json.dumps(results, indent=2, default=json_default))
+        else:
+            write_section(path, section, markdown)

@@ -22,7 +22,6 @@ It measures and reports; it asserts nothing about timings.
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import sys
 import tempfile
@@ -37,7 +36,7 @@ import httpx
 from bench.databases import databases
 from bench.latency import Latency
 from bench.machine import MachineFacts
-from bench.output import add_out_option, write_section
+from bench.output import add_out_option, write_outputs
 from bench.processes import server, share_models
 
 SECTION = "ui"
@@ -374,11 +373,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     report = run(cfg, args.backend, command)
     markdown = render_markdown(report)
-    for path in args.out:
-        if path.suffix == ".json":
-            path.write_text(json.dumps(asdict(report), indent=2, default=str))
-        else:
-            write_section(path, SECTION, markdown)
+    write_outputs(args.out, SECTION, asdict(report), markdown)
     print(markdown)
     return 0
 

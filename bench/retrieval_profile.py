@@ -11,22 +11,24 @@ from bench.retrieval_http import sequential
 from bench.retrieval_server import Server
 
 # (bucket, function names as py-spy prints them); the innermost frame of a sample that
-# names a bucket decides where it goes.
+# names a bucket decides where it goes. Names as in the code: a renamed function falls
+# into its caller's bucket (tests/bench checks each name still exists).
 PROFILE_BUCKETS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("event loop: ASGI middleware, routing, FastAPI plumbing", ("Runner.run",)),
     ("uvicorn: parse HTTP, write response", ("HttpToolsProtocol.data_received", "RequestResponseCycle.send")),
     ("validate body (pydantic)", ("request_body_to_args",)),
     ("dependencies: auth, services", ("solve_dependencies",)),
     ("threadpool hand-off", ("run_in_threadpool", "WorkerThread.run", "WorkerThread._report_result")),
-    ("retrieve: other (sessions, glue)", ("RetrievalService.retrieve",)),
+    ("retrieve: other (sessions, glue)", ("RetrievalService.retrieve_many",)),
     ("SQL: namespace settings and utility baseline (cached 1 s)", ("NamespaceService.ranking_inputs",)),
     ("index catch-up check (registry.sync)", ("IndexRegistry.sync",)),
     ("embed query (GIL-held part: tokenize, pool)", ("OnnxEmbedder.encode", "CachedEmbedder.encode")),
     ("index search (faiss)", ("VectorIndex.search",)),
-    ("SQL: load candidates with their vectors (50 rows)", ("load_candidates",)),
+    ("SQL: lexical matches (FTS5 / tsvector)", ("list_lexical_matches",)),
+    ("SQL: load candidates with their vectors (50 rows)", ("list_candidates",)),
     ("rank candidates", ("RetrievalService._candidates", "utility", "recency_factor", "RetrievalService._choose")),
-    ("SQL: evidence of served items", ("evidence_summaries",)),
-    ("SQL: log the retrieval (insert + commit)", ("insert_retrieval", "Database.write")),
+    ("SQL: evidence of served items", ("list_evidence_summaries",)),
+    ("SQL: log the retrieval (insert + commit)", ("create_retrieval", "Database.run_write")),
     ("build response items", ("RetrievalService._item",)),
     ("serialize response (pydantic)", ("serialize_response",)),
 )

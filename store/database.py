@@ -90,6 +90,7 @@ class Database:
         )
         self._read = sessionmaker(self.engine, expire_on_commit=False, autoflush=False)
         self._write = sessionmaker(write_bind, expire_on_commit=False, autoflush=False)
+        self._shared_read = threading.local()  # this thread's `one_read()` session, if any
 
     @contextmanager
     def write(self) -> Iterator[Session]:
@@ -115,9 +116,31 @@ class Database:
 
     @contextmanager
     def read(self) -> Iterator[Session]:
-        """One read transaction (rolled back at the end; nothing to commit)."""
+        """One read transaction (rolled back at the end; nothing to commit). Inside
+        `one_read()`, the thread's open one."""
+        shared = getattr(self._shared_read, "session", None)
+        if shared is not None:
+            yield shared
+            return
         with self._read() as session:  # autobegins; close() rolls back
             yield session
+
+    @contextmanager
+    def one_read(self) -> Iterator[None]:
+        """Every `read()` of this thread inside the block shares one read transaction:
+        one connection checkout and one BEGIN for a request that reads in several
+        short steps (a retrieve: lexical matches, candidates, evidence). The
+        transaction is open for the whole block, so never put an embedding call, a
+        wait or a write inside it."""
+        if getattr(self._shared_read, "session", None) is not None:
+            yield
+            return
+        with self._read() as session:
+            self._shared_read.session = session
+            try:
+                yield
+            finally:
+                self._shared_read.session = None
 
     @property
     def is_postgres(self) -> bool:

@@ -10,10 +10,11 @@ common ones.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Sequence
 
-from sqlalchemy import text
+from sqlalchemy import TextClause, text
 from sqlalchemy.orm import Session
 
 from store.database import dialect_insert
@@ -45,20 +46,29 @@ def list_lexical_matches(
     words = list(dict.fromkeys(t for t in tokens(query) if len(t) <= MAX_TOKEN_CHARS))[:MAX_QUERY_TOKENS]
     if not words or not kinds:
         return []
-    kind_list = ", ".join(f":k{i}" for i in range(len(kinds)))
     params: dict[str, object] = {"ns": namespace, "n": limit, **{f"k{i}": k for i, k in enumerate(kinds)}}
-    if session.get_bind().dialect.name == "postgresql":
+    postgres = session.get_bind().dialect.name == "postgresql"
+    if postgres:
         params["q"] = " | ".join(f"'{w}'" for w in words)  # \w+ tokens hold no quote
-        sql = (
+    else:
+        params["q"] = " OR ".join(f'"{w}"' for w in words)
+    # Core rows on the session's connection: this runs on every retrieve.
+    rows = session.connection().execute(_matches_statement(postgres, len(kinds)), params)
+    return [(int(pk), float(score)) for pk, score in rows]
+
+
+@functools.cache
+def _matches_statement(postgres: bool, n_kinds: int) -> TextClause:
+    """`list_lexical_matches`' query for one engine and number of kinds, built once."""
+    kind_list = ", ".join(f":k{i}" for i in range(n_kinds))
+    if postgres:
+        return text(
             "SELECT t.reflection_pk, ts_rank(t.tsv, q) AS score FROM lexical_texts t, to_tsquery('simple', :q) q "
             f"WHERE t.namespace = :ns AND t.kind IN ({kind_list}) AND t.tsv @@ q ORDER BY score DESC LIMIT :n"
         )
-    else:
-        params["q"] = " OR ".join(f'"{w}"' for w in words)
-        sql = (
-            "SELECT t.reflection_pk, -bm25(lexical_fts) AS score FROM lexical_fts "
-            "JOIN lexical_texts t ON t.reflection_pk = lexical_fts.rowid "
-            f"WHERE lexical_fts MATCH :q AND t.namespace = :ns AND t.kind IN ({kind_list}) "
-            "ORDER BY score DESC LIMIT :n"
-        )
-    return [(int(pk), float(score)) for pk, score in session.execute(text(sql), params)]
+    return text(
+        "SELECT t.reflection_pk, -bm25(lexical_fts) AS score FROM lexical_fts "
+        "JOIN lexical_texts t ON t.reflection_pk = lexical_fts.rowid "
+        f"WHERE lexical_fts MATCH :q AND t.namespace = :ns AND t.kind IN ({kind_list}) "
+        "ORDER BY score DESC LIMIT :n"
+    )

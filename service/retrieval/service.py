@@ -153,19 +153,22 @@ class RetrievalService:
             self.registry.sync(ns, force=any(t is not None for t in tokens))
 
         queries = self.search.embed(reqs, view.settings)
-        first_hits = self.search.first_hits(
-            ns, reqs, queries, lexical=view.settings.ranking.lexical_weight > 0, pinned=view.pinned
-        )
-        prefetched = self._prefetch(ns, reqs, first_hits, view) if len(reqs) > 1 else None
-        chosen = [
-            self._choose(self._candidates(ns, req, view, query, baseline, hits, prefetched), req)
-            for req, query, hits in zip(reqs, queries, first_hits, strict=True)
-        ]
+        # The lexical, candidate and evidence reads share one read transaction (the
+        # query is encoded: nothing slow happens inside).
+        with self.db.one_read():
+            first_hits = self.search.first_hits(
+                ns, reqs, queries, lexical=view.settings.ranking.lexical_weight > 0, pinned=view.pinned
+            )
+            prefetched = self._prefetch(ns, reqs, first_hits, view) if len(reqs) > 1 else None
+            chosen = [
+                self._choose(self._candidates(ns, req, view, query, baseline, hits, prefetched), req)
+                for req, query, hits in zip(reqs, queries, first_hits, strict=True)
+            ]
 
-        snapshot_pk = view.snapshot.pk if view.snapshot is not None else None
-        with self.db.read() as session:
-            pks = sorted({c.row.pk for picked in chosen for c in picked})
-            evidence = evidence_repo.list_evidence_summaries(session, pks, EVIDENCE_PER_ITEM, snapshot_pk)
+            snapshot_pk = view.snapshot.pk if view.snapshot is not None else None
+            with self.db.read() as session:
+                pks = sorted({c.row.pk for picked in chosen for c in picked})
+                evidence = evidence_repo.list_evidence_summaries(session, pks, EVIDENCE_PER_ITEM, snapshot_pk)
         items = [[self._item(c, evidence.get(c.row.pk, [])) for c in picked] for picked in chosen]
         # A read under a snapshot is not logged: nothing it serves can be credited.
         logged = log and view.snapshot is None

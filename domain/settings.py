@@ -43,8 +43,8 @@ class RankingSettings(RequestModel):
         ge=0.0,
         le=1.0,
         description="share of the lexical match (overlap of the state texts' words and near word pairs, "
-        "numbers and short words included) in an item's relevance: (1 - w) * dense cosine + w * lexical; the lexical index also "
-        "adds its own best matches to the candidates; 0 turns both off",
+        "numbers and short words included) in an item's relevance: (1 - w) * dense cosine + w * lexical; "
+        "the lexical index also adds its own best matches to the candidates; 0 turns both off",
     )
     similarity_band: float = Field(
         0.05,

@@ -104,15 +104,17 @@ def lexical_similarities(query_features: frozenset[str], texts: list[str | None]
     log_n1 = math.log(1 + n)
     weight = {feature: log_n1 - math.log(1 + count) + 1.0 for feature, count in df.items()}
     unseen = log_n1 + 1.0
-    q_norm = math.sqrt(sum(weight.get(f, unseen) for f in query_features))
+    q_norm = math.sqrt(math.fsum(weight.get(f, unseen) for f in query_features))
     get = weight.__getitem__
     out: list[float | None] = []
     for features in feature_sets:
         if features is None:
             out.append(None)
             continue
-        norm = math.sqrt(sum(map(get, features)))
-        shared = sum(map(get, features & query_features))
+        # fsum: exactly rounded, so the order a set iterates in (per-process string
+        # hashing) cannot change the last digits between replicas or restarts
+        norm = math.sqrt(math.fsum(map(get, features)))
+        shared = math.fsum(map(get, features & query_features))
         out.append(shared / (q_norm * norm) if norm else 0.0)
     return out
 

@@ -132,3 +132,29 @@ def test_lexical_similarity_is_a_bounded_cosine(query: list[str], texts: list[li
             assert sim == pytest.approx(1.0)
         if not other & feats:
             assert sim == 0.0
+
+
+def test_lexical_similarity_is_the_same_bits_under_any_string_hashing() -> None:
+    """Replicas and restarts hash strings with other seeds, so sets iterate in other
+    orders: the similarities must not change in the last digit (snapshot reads are
+    byte-identical across processes)."""
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "from service.retrieval.ranking import lexical_features as f, lexical_similarities as s\n"
+        "texts = [f'You are in room {i}. The key is {i % 7} steps left. A red ball. {i * 3} moves' for i in range(60)]\n"
+        "print([s(f(texts[5] + ' extra words here'), texts)])\n"
+    )
+    outs = {
+        subprocess.run(
+            [sys.executable, "-c", code],
+            env={**os.environ, "PYTHONHASHSEED": seed},
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        for seed in ("1", "2", "3", "4")
+    }
+    assert len(outs) == 1

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from sqlalchemy import TextClause, text
 from sqlalchemy.orm import Session
@@ -38,12 +38,56 @@ def update_lexical_text(session: Session, *, reflection_pk: int, namespace: str,
     session.execute(stmt.on_conflict_do_update(index_elements=["reflection_pk"], set_={"text": text_, "kind": kind}))
 
 
+def query_words(query: str) -> list[str]:
+    """The distinct words a query text is searched by (in order; no overlong ones)."""
+    return list(dict.fromkeys(t for t in tokens(query) if len(t) <= MAX_TOKEN_CHARS))[:MAX_QUERY_TOKENS]
+
+
+def list_term_counts(session: Session, words: Sequence[str]) -> dict[str, int]:
+    """How many lexical documents (all namespaces: what an OR query over a word makes
+    the engine scan) hold each word. SQLite: exact, from the fts5vocab table of
+    migration 0011 (reading a word's count costs as much as its posting list, so
+    callers cache it). PostgreSQL: ANALYZE's estimate from the tsvector column's most
+    common elements (frequency x rows); a word not among them counts 0, as rare."""
+    if not words:
+        return {}
+    if session.get_bind().dialect.name == "postgresql":
+        row = session.execute(
+            text(
+                "SELECT s.most_common_elems::text::text[], s.most_common_elem_freqs, c.reltuples "
+                "FROM pg_stats s JOIN pg_class c ON c.relname = s.tablename "
+                "JOIN pg_namespace n ON n.oid = c.relnamespace AND n.nspname = s.schemaname "
+                "WHERE s.schemaname = current_schema() AND s.tablename = 'lexical_texts' AND s.attname = 'tsv'"
+            )
+        ).first()
+        common: dict[str, int] = {}
+        if row is not None and row[0] is not None:
+            elems, freqs, rows = row
+            common = {e: round(f * max(rows, 0)) for e, f in zip(elems, freqs, strict=False)}
+        return {w: common.get(w, 0) for w in words}
+    marks = ", ".join(f":w{i}" for i in range(len(words)))
+    found = session.execute(
+        text(f"SELECT term, doc FROM lexical_fts_vocab WHERE term IN ({marks})"),
+        {f"w{i}": w for i, w in enumerate(words)},
+    )
+    counts = {str(term): int(doc) for term, doc in found}
+    return {w: counts.get(w, 0) for w in words}
+
+
 def list_lexical_matches(
-    session: Session, namespace: str, kinds: Sequence[str], query: str, limit: int
+    session: Session,
+    namespace: str,
+    kinds: Sequence[str],
+    query: str,
+    limit: int,
+    keep: Callable[[list[str]], list[str]] | None = None,
 ) -> list[tuple[int, float]]:
     """(reflection pk, engine score: higher is better) of the best `limit` matches of
-    the query's tokens among the namespace's reflections of these kinds."""
-    words = list(dict.fromkeys(t for t in tokens(query) if len(t) <= MAX_TOKEN_CHARS))[:MAX_QUERY_TOKENS]
+    the query's words among the namespace's reflections of these kinds. `keep`: which
+    of the words to search by (e.g. the rare ones; all by default)."""
+    words = query_words(query)
+    if keep is not None:
+        words = keep(words)
     if not words or not kinds:
         return []
     params: dict[str, object] = {"ns": namespace, "n": limit, **{f"k{i}": k for i, k in enumerate(kinds)}}

@@ -14,6 +14,7 @@ from domain.hashing import text_hash
 from domain.reflections import TASK_KEYED
 from domain.settings import NamespaceSettings
 from domain.state_text import internal_text, state_text, task_query_text
+from service.retrieval.lexical_terms import TermCounts
 from service.retrieval.schemas import RetrieveRequest
 from store import lexical as lexical_repo
 from store import retrievals as repo
@@ -59,6 +60,7 @@ class CandidateSearch:
         self.db = db
         self.embedder = embedder
         self.registry = registry
+        self.terms = TermCounts()  # which query words the lexical index is searched by
 
     def embed(self, reqs: list[RetrieveRequest], settings: NamespaceSettings) -> list[Query]:
         """Every request's texts (state, internal state, task) in one encoder call."""
@@ -161,7 +163,9 @@ class CandidateSearch:
                         self._lexical_hits(
                             req,
                             query,
-                            lambda kinds, text, n: lexical_repo.list_lexical_matches(session, ns, kinds, text, n),
+                            lambda kinds, text, n: lexical_repo.list_lexical_matches(
+                                session, ns, kinds, text, n, keep=lambda words: self.terms.searchable(session, words)
+                            ),
                         )
                     )
         return out

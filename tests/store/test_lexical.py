@@ -73,3 +73,91 @@ def test_search_ranks_shared_rare_tokens_and_keeps_namespaces_apart(database_url
             assert pks["b"] not in {pk for pk, _ in lexical.list_lexical_matches(s, "mem", ["exemplar"], "20", 5)}
     finally:
         db.dispose()
+
+
+def _fill(db, n: int) -> dict[int, int]:  # type: ignore[no-untyped-def]
+    """n states sharing "you are at the door", each with its own number; i -> pk."""
+    pks = {}
+    with db.write() as s:
+        for i in range(n):
+            row = add_reflection(s, "mem", f"r{i}")
+            text_ = f"You are at the door. {1000 + i} steps left."
+            lexical.update_lexical_text(s, reflection_pk=row.pk, namespace="mem", kind="exemplar", text_=text_)
+            pks[i] = row.pk
+    return pks
+
+
+def test_term_counts_are_the_documents_holding_each_word(database_url: str) -> None:
+    """SQLite counts exactly (fts5vocab); PostgreSQL estimates from ANALYZE's element
+    statistics, a word outside its most common elements counting 0 (rare)."""
+    from sqlalchemy import text
+
+    db = make_db(database_url, "mem")
+    try:
+        _fill(db, 120)
+        if db.is_postgres:
+            with db.write() as s:
+                s.execute(text("ANALYZE lexical_texts"))
+        with db.read() as s:
+            counts = lexical.list_term_counts(s, ["door", "1007", "absent"])
+        assert counts["absent"] == 0
+        if db.is_postgres:
+            assert 100 <= counts["door"] <= 140 and counts["1007"] <= 2
+        else:
+            assert counts == {"door": 120, "1007": 1, "absent": 0}
+    finally:
+        db.dispose()
+
+
+def test_a_query_is_searched_by_its_rare_words_within_the_budget(database_url: str) -> None:
+    """With a budget of 50 postings, "you are at the door" (120 documents each) is not
+    searched by: the number finds its state; with only common words nothing is
+    searched (the dense search finds those candidates)."""
+    from sqlalchemy import text
+
+    from service.retrieval.lexical_terms import TermCounts
+
+    db = make_db(database_url, "mem")
+    try:
+        pks = _fill(db, 120)
+        if db.is_postgres:
+            with db.write() as s:
+                s.execute(text("ANALYZE lexical_texts"))
+        terms = TermCounts(budget=50)
+        with db.read() as s:
+            assert terms.searchable(s, lexical.query_words("You are at the door. 1042 steps left.")) == ["1042"]
+            keep = lambda words: terms.searchable(s, words)  # noqa: E731
+            hits = lexical.list_lexical_matches(s, "mem", ["exemplar"], "at the door, 1042 steps", 5, keep=keep)
+            assert [pk for pk, _ in hits] == [pks[42]]
+            assert lexical.list_lexical_matches(s, "mem", ["exemplar"], "you are at the door", 5, keep=keep) == []
+            # without the budget every word is searched, and every state matches
+            assert len(lexical.list_lexical_matches(s, "mem", ["exemplar"], "you are at the door", 5)) == 5
+    finally:
+        db.dispose()
+
+
+def test_term_counts_are_cached_for_their_ttl() -> None:
+    from service.retrieval.lexical_terms import TermCounts
+
+    class Session:  # list_term_counts' only use of the session: the engine's answer
+        pass
+
+    calls: list[list[str]] = []
+    now = [0.0]
+    terms = TermCounts(budget=10, ttl=60.0, clock=lambda: now[0])
+    original = lexical.list_term_counts
+
+    def counting(session: object, words: list[str]) -> dict[str, int]:
+        calls.append(list(words))
+        return {w: 5 for w in words}
+
+    lexical.list_term_counts = counting  # type: ignore[assignment]
+    try:
+        assert terms.searchable(Session(), ["a", "b", "c"]) == ["a", "b"]  # 5 + 5 <= 10 < 15
+        assert terms.searchable(Session(), ["a", "d"]) == ["a", "d"]
+        assert calls == [["a", "b", "c"], ["d"]]  # "a" came from the cache
+        now[0] = 61.0
+        terms.counts(Session(), ["a"])
+        assert calls[-1] == ["a"]  # expired: read again
+    finally:
+        lexical.list_term_counts = original  # type: ignore[assignment]

@@ -1,5 +1,6 @@
 """Filling a namespace with N exemplar reflections directly in SQL (encoding 1M
-texts through the API would take hours on this CPU)."""
+texts through the API would take hours on this CPU), with their vectors, evidence,
+index-feed rows and lexical texts."""
 
 from __future__ import annotations
 
@@ -13,8 +14,10 @@ from sqlalchemy import insert, select
 
 from bench.agent_states import AgentState
 from bench.retrieval_config import BATCH, ID_PREFIX, progress
+from domain.settings import NamespaceSettings
+from domain.state_text import state_text
 from store.database import create_db_engine
-from store.models import Embedding, IndexChange, Namespace, Reflection, ReflectionEvidence, Trajectory
+from store.models import Embedding, IndexChange, LexicalText, Namespace, Reflection, ReflectionEvidence, Trajectory
 
 
 @dataclass
@@ -30,6 +33,8 @@ def populate(url: str, namespace: str, states: list[AgentState], vectors: np.nda
     vectors[i]) with their embeddings, evidence and index-feed rows, in 5,000-row
     transactions; one synthetic source trajectory per 1,000 items."""
     n, u = len(vectors), len(states)
+    defaults = NamespaceSettings().state_text
+    texts = [state_text(defaults, observation=st.observation, data=None, task=None) for st in states]
     stamp = datetime.now(UTC)
     engine = create_db_engine(url)
     started = time.perf_counter()
@@ -121,6 +126,15 @@ def populate(url: str, namespace: str, states: list[AgentState], vectors: np.nda
                             "vector": np.ascontiguousarray(vectors[i], dtype="<f4").tobytes(),
                             "created_at": stamp,
                         }
+                        for i, pk in zip(range(start, end), pks, strict=True)
+                    ],
+                )
+                # Their state texts in the lexical index, as the worker writes them: a
+                # retrieve's lexical search runs against the real index.
+                conn.execute(
+                    insert(LexicalText),
+                    [
+                        {"reflection_pk": pk, "namespace": namespace, "kind": "exemplar", "text": texts[i % u]}
                         for i, pk in zip(range(start, end), pks, strict=True)
                     ],
                 )

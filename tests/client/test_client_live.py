@@ -538,6 +538,7 @@ def test_every_client_route_exists_in_the_servers_openapi(live_server: Any) -> N
         "RetrieveBatchRequest": models.RetrieveBatchRequest,
         "TrajectoryCreate": models.TrajectoryCreate,
         "NamespaceSettings": models.NamespaceSettings,
+        "RankingSettings": models.RankingSettings,
         "SnapshotCreate": models.SnapshotCreate,
         "ContextsRequest": models.ContextsRequest,
         "ContextTrajectory": models.ContextTrajectory,

@@ -372,6 +372,8 @@ class RankingSettings(RequestModel):
 
     internal_weight: float | None = Field(None, ge=0.0, le=1.0)
     utility_weight: float | None = Field(None, ge=0.0, le=2.0)
+    lexical_weight: float | None = Field(None, ge=0.0, le=1.0)
+    similarity_band: float | None = Field(None, ge=0.0, le=1.0)
     recency_weight: float | None = Field(None, ge=0.0, le=1.0)
     recency_half_life_days: float | None = Field(None, gt=0.0)
 

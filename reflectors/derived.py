@@ -12,6 +12,7 @@ from sqlalchemy.orm import Session
 from domain.reflections import ReflectionDraft
 from reflectors.embed import write_vectors
 from store import evidence as evidence_repo
+from store import index_feed
 from store import reflections as repo
 
 
@@ -28,6 +29,10 @@ class Derived:
 def upsert_derived(session: Session, item: Derived, *, model: str, actor: str, note: str) -> bool:
     """Insert, or revise when content or status changed; returns True if anything changed."""
     d = item.draft
+    # The namespace's feed lock before the read (writers take it anyway): two jobs
+    # recounting at once would both find no row and both insert it (PostgreSQL: a
+    # unique violation that failed the job); now the second waits and revises.
+    index_feed.lock_feed(session, d.namespace)
     row = repo.read_reflection(session, d.namespace, d.id, for_update=True)
     if row is None:
         row = repo.create_reflection(session, d.values(), actor=actor)

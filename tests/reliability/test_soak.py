@@ -313,7 +313,8 @@ def test_kill_9_under_mixed_traffic_loses_nothing_and_does_nothing_twice(cluster
                 .join(Trajectory, Trajectory.pk == Step.trajectory_pk)
                 .where(Trajectory.namespace == NS)
             )
-            failed = s.scalar(select(func.count()).select_from(Job).where(Job.status == "failed"))
+            failed_jobs = s.execute(select(Job.kind, Job.attempts, Job.last_error).where(Job.status == "failed")).all()
+            failed = len(failed_jobs)
             # Each stored step is the evidence of exactly one exemplar.
             per_step = s.execute(
                 select(ReflectionEvidence.trajectory_pk, ReflectionEvidence.step_start, func.count())
@@ -350,7 +351,7 @@ def test_kill_9_under_mixed_traffic_loses_nothing_and_does_nothing_twice(cluster
     # (A request answered after the answer was lost may be stored unacknowledged: at most once.)
     assert set(stored) <= tally.attempted and all(n == 5 for n in stored.values())
     assert steps == sum(stored.values())
-    assert failed == 0
+    assert failed == 0, failed_jobs  # kind, attempts and the error of each
     assert all(n == 1 for *_, n in per_step) and len(per_step) == steps  # indexed once, none lost
     assert tally.outcomes <= outcomes <= tally.attempted_outcomes
     assert uses == len(outcomes) and total == len(outcomes)  # each stored outcome credited exactly once

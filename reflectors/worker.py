@@ -173,9 +173,11 @@ class Worker:
         """Job kinds grouped so slow work never holds up fast work: a lane for the
         fast kinds (indexing, offline reflection) and one for `slow_kinds` (LLM calls
         that may take a minute each)."""
-        fast = [k for k in self.handlers if k not in self.slow_kinds]
         slow = [k for k in self.handlers if k in self.slow_kinds]
-        return [lane for lane in (fast, slow) if lane]
+        return [lane for lane in (self._fast_kinds(), slow) if lane]
+
+    def _fast_kinds(self) -> list[str]:
+        return [k for k in self.handlers if k not in self.slow_kinds]
 
     def run_forever(
         self, kinds: list[str] | None = None, *, slot: str = "0", ages: bool = False, awaited_only: bool = False
@@ -211,7 +213,7 @@ class Worker:
             for i, lane in enumerate(self.lanes())
             for slot in range(n)
         ]
-        fast = [k for k in self.handlers if k not in self.slow_kinds]
+        fast = self._fast_kinds()
         if self.config.express_slot and fast:
             threads.append(
                 threading.Thread(

@@ -5,11 +5,11 @@
   app-wide storable check (`service.storable.check_json`), the route's own FastAPI
   body field validating it (`APIRoute.body_field`), the service in three parts (its
   params and size checks and the lists turned into checked arrays and concatenated;
-  `domain.advantages.compute`; the response objects), then the route's response
+  `service.distill.signals.compute`; the response objects), then the route's response
   field validating and dumping the answer to JSON bytes, as FastAPI does;
 - the whole app in process (`create_app` with its lifespan, through httpx's
   ASGITransport: middleware, the key's lookup, everything but uvicorn and the socket);
-- the raw floor: `domain.advantages` on the trainer's arrays (`concat`, `needs`,
+- the raw floor: `service.distill.signals` on the trainer's arrays (`concat`, `needs`,
   `compute`), and the bare JSON of the same payload with orjson (decode the request,
   encode the answer).
 """
@@ -27,11 +27,11 @@ import httpx
 import numpy as np
 import orjson
 
-from domain.advantages import PARAMS, TrajectoryTokens, compute, concat, needs
-from domain.advantages.compute import resolved
-from service.advantages.router import router as advantages_router
-from service.advantages.service import AdvantageService, _named, parse_params
 from service.auth import Principal
+from service.distill.advantages.router import router as advantages_router
+from service.distill.advantages.service import AdvantageService, _named, parse_params
+from service.distill.signals import PARAMS, TrajectoryTokens, compute, concat, needs
+from service.distill.signals.compute import resolved
 from service.settings import Limits
 from service.storable import check_json
 
@@ -47,7 +47,7 @@ class Stages:
     storable_s: float = 0.0  # check_json: every string and number storage cannot hold
     validate_s: float = 0.0  # FastAPI's body field: AdvantagesRequest from the parsed JSON
     arrays_s: float = 0.0  # the service: params, size checks, lists -> checked arrays, concat
-    compute_s: float = 0.0  # domain.advantages.compute
+    compute_s: float = 0.0  # service.distill.signals.compute
     build_s: float = 0.0  # the service: the response objects (arrays back to lists, per trajectory)
     response_validate_s: float = 0.0  # FastAPI's response field: validate_python
     serialize_s: float = 0.0  # FastAPI's response field: dump_json
@@ -66,7 +66,7 @@ STAGE_LABELS = {
     "storable_s": "storable check",
     "validate_s": "request validation (pydantic)",
     "arrays_s": "service: lists → checked arrays",
-    "compute_s": "compute (domain.advantages)",
+    "compute_s": "compute (service.distill.signals)",
     "build_s": "service: response objects",
     "response_validate_s": "response validation",
     "serialize_s": "response JSON (dump_json)",
@@ -114,7 +114,7 @@ def new_service() -> AdvantageService:
 
 @dataclass
 class Floor:
-    concat_s: float  # domain.advantages.concat of the trainer's arrays
+    concat_s: float  # service.distill.signals.concat of the trainer's arrays
     compute_s: float  # needs + compute
     decode_s: float  # orjson.loads of the request body
     encode_s: float  # orjson.dumps of the answer (as parsed from the server's)

@@ -1,5 +1,5 @@
 """bench.advantages' teacher: the tiny vLLM-protocol server of the teacher tests
-(tests/teacher/teacher_servers.py: a randomly initialised 2-layer Llama with a
+(tests/distill/teacher/teacher_servers.py: a randomly initialised 2-layer Llama with a
 64-token vocabulary, its WordLevel tokenizer.json, /v1/completions with
 prompt_logprobs and /tokenize in vLLM's shape) in a process of its own, and what is
 measured against it: `POST …/distill/teacher_logprobs` through Reflexa, and the same
@@ -163,9 +163,9 @@ class DirectClient:
     over one kept-alive connection pool; the answers read, not parsed."""
 
     def __init__(self, teacher: Teacher) -> None:
+        from service.distill.teacher.protocols import build_protocol
+        from service.distill.teacher.tokenize import TokenizerFiles
         from service.settings import TeacherSettings
-        from service.teacher.protocols import build_protocol
-        from service.teacher.tokenize import TokenizerFiles
 
         self.settings = TeacherSettings(
             base_url=teacher.url, protocol=PROTOCOL, model="tiny", tokenizer_file=str(teacher.tokenizer_file)
@@ -179,7 +179,7 @@ class DirectClient:
         self.client.close()
 
     def run(self, batch_items: list[dict[str, Any]]) -> DirectRun:
-        from service.teacher.protocols import Scored, Want
+        from service.distill.teacher.protocols import Scored, Want
 
         t0 = time.perf_counter()
         sequences = []
@@ -204,7 +204,7 @@ class DirectClient:
 def _serve(work: Path) -> None:
     import torch
 
-    from tests.teacher.teacher_servers import TinyLM, serve, write_tokenizer
+    from tests.distill.teacher.teacher_servers import TinyLM, serve, write_tokenizer
 
     torch.set_num_threads(1)
     tokenizer = write_tokenizer(work / TOKENIZER_FILE)

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from domain.advantages import TrajectoryTokens
+from service.distill.signals import TrajectoryTokens
 
 
 @dataclass(frozen=True)
@@ -154,7 +154,7 @@ def request_body(groups: list[list[Rollout]], case: Case) -> dict[str, Any]:
 
 
 def trajectory_tokens(groups: list[list[Rollout]], case: Case) -> list[list[TrajectoryTokens]]:
-    """The same batch as arrays, for domain.advantages directly (the floor)."""
+    """The same batch as arrays, for service.distill.signals directly (the floor)."""
 
     def one(r: Rollout) -> TrajectoryTokens:
         teacher: dict[str, np.ndarray] = {}

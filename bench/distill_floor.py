@@ -35,10 +35,10 @@ from sqlalchemy.orm import Session
 from domain.hashing import task_hash
 from domain.settings import NamespaceSettings, parse_settings
 from domain.state_text import internal_text, state_text
-from service.distill.schemas import DEFAULT_ATTEMPTS, DEFAULT_MEMORY_KINDS
+from service.distill import repository as distill_repo
+from service.distill.contexts.schemas import DEFAULT_ATTEMPTS, DEFAULT_MEMORY_KINDS
 from service.export.service import ExportService, _chunked
 from service.retrieval.candidates import MIN_FETCH
-from store import distill as distill_repo
 from store import exports as exports_repo
 from store import retrievals as retrieval_repo
 from store import snapshots as snapshots_repo

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from bench.distill_http import TEACHERS
 from bench.ingest import BUSY_OTHER_PCT
-from service.distill.schemas import TeacherSpec
+from service.distill.contexts.schemas import TeacherSpec
 
 if TYPE_CHECKING:
     from bench.distill import BackendResult, Report

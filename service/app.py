@@ -17,10 +17,11 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from domain.errors import ReflexaError, Unavailable
 from domain.schemas import ERROR_RESPONSES
 from migrations import schema_status
-from service.advantages.router import router as advantages_router
 from service.body_limit import BodyLimitMiddleware
 from service.container import Services
-from service.distill.router import router as distill_router
+from service.distill.advantages.router import router as advantages_router
+from service.distill.contexts.router import router as distill_router
+from service.distill.teacher.router import router as teacher_router
 from service.export.router import router as export_router
 from service.health.router import router as health_router
 from service.jobs.router import router as jobs_router
@@ -36,7 +37,6 @@ from service.settings import Settings, get_settings
 from service.snapshots.router import router as snapshots_router
 from service.storable import refuse_unstorable
 from service.tasks.router import router as tasks_router
-from service.teacher.router import router as teacher_router
 from service.trajectories.router import router as trajectories_router
 from service.ui.install import install_ui, ui_http_error, ui_reflexa_error, ui_validation_error
 from service.ui.web import UiHeadersMiddleware, is_ui

@@ -9,8 +9,9 @@ from reflectors.llm_client import LLMClient, SqlTokenBudget
 from reflectors.registry import build_handlers
 from reflectors.rubric_judge import build_rubric_judge
 from reflectors.worker import Worker, WorkerConfig
-from service.advantages.service import AdvantageService
-from service.distill.service import DistillService
+from service.distill.advantages.service import AdvantageService
+from service.distill.contexts.service import DistillService
+from service.distill.teacher.service import TeacherService
 from service.export.service import ExportService
 from service.jobs.service import JobService
 from service.keys.service import KeyService
@@ -26,7 +27,6 @@ from service.rubrics.service import RubricService
 from service.settings import Settings
 from service.snapshots.service import SnapshotService
 from service.tasks.service import TaskService
-from service.teacher.service import TeacherService
 from service.trajectories.service import TrajectoryService
 from service.ui.sessions import UiSessionService
 from store.database import Database

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from domain.errors import InvalidInput
 from domain.hashing import task_hash
 from service.auth import Permission, Principal
-from service.distill.schemas import TeacherSpec
+from service.distill.contexts.schemas import TeacherSpec
 from service.export import rows as build
 from service.export.formats import jsonl_chunks, parquet_chunks
 from service.export.schemas import MEDIA_TYPES, ROW_GROUP_ROWS, SCHEMAS, ExportQuery
@@ -38,7 +38,7 @@ from store.database import Database
 from store.exports import MAX_IN, ExportFilters
 
 if TYPE_CHECKING:
-    from service.distill.service import DistillService
+    from service.distill.contexts.service import DistillService
 
 Row = Any  # a store row mapping
 T = TypeVar("T")

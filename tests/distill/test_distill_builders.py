@@ -1,4 +1,4 @@
-"""The pure parts of teacher contexts (service/distill/render.py, builders.py,
+"""The pure parts of teacher contexts (service/distill/contexts/render.py, builders.py,
 templates.py): the plain context and its history budget, the own-action guard
 (a property test over random actions), fitting a block into characters and
 tokens, each kind's builder and the hindsight horizon's boundaries, and template
@@ -16,9 +16,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from service.distill import builders, render, templates
-from service.distill.builders import Episode, EpisodeStep, NotApplicable, Outcome
-from service.distill.render import ActionGuard, Draft, HFTokenCounter, Piece, PlainHistory, fit
+from service.distill.contexts import builders, render, templates
+from service.distill.contexts.builders import Episode, EpisodeStep, NotApplicable, Outcome
+from service.distill.contexts.render import ActionGuard, Draft, HFTokenCounter, Piece, PlainHistory, fit
 
 TEMPLATE = templates.load_template("default")
 

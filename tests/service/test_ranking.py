@@ -144,7 +144,8 @@ def test_lexical_similarity_is_the_same_bits_under_any_string_hashing() -> None:
 
     code = (
         "from service.retrieval.ranking import lexical_features as f, lexical_similarities as s\n"
-        "texts = [f'You are in room {i}. The key is {i % 7} steps left. A red ball. {i * 3} moves' for i in range(60)]\n"
+        "texts = [f'You are in room {i}. The key is {i % 7} steps left. A red ball. {i * 3} moves'\n"
+        "         for i in range(60)]\n"
         "print([s(f(texts[5] + ' extra words here'), texts)])\n"
     )
     outs = {

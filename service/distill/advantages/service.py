@@ -1,0 +1,362 @@
+"""Shaped advantages for trainers: validate the batch (every per-token array of a
+trajectory the same length, masks 0/1, steps non-decreasing, log-probs <= 0),
+flatten it onto one token axis (service.distill.signals.TokenBatch), compute, and answer
+per trajectory aligned with its tokens. No database: nothing is stored.
+
+One loop runs per trajectory (turning its lists into arrays and checking them);
+everything per token is numpy over the whole batch.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+from pydantic import ValidationError
+
+from domain.errors import InvalidInput
+from service.auth import Permission, Principal
+from service.distill.advantages.schemas import (
+    AdvantagesRequest,
+    AdvantagesResponse,
+    AdvantageTrajectory,
+    BatchDiagnostics,
+    Diagnostics,
+    GroupDiagnostics,
+    TrajectoryAdvantages,
+)
+from service.distill.signals import DEFAULT_NAME, PARAMS, Needs, Params, TokenBatch, compute, needs
+from service.distill.signals.batch import TrajectoryTokens, concat
+from service.distill.signals.compute import Result, resolved
+from service.settings import Limits
+
+LOGPROB_TOLERANCE = 1e-3  # a log-probability is <= 0; this much above is rounding, more is a sign error
+ENTROPY_TOLERANCE = 1e-6
+
+
+def parse_params(method: str, params: dict[str, Any] | None) -> Params:
+    """The method's parameter model; errors name `params.<name>`."""
+    model = PARAMS[method]
+    try:
+        return model.model_validate_json(json.dumps(params or {}))  # JSON mode: [low, high] is a valid tuple
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        loc = ".".join(str(p) for p in err["loc"])
+        field_name = f"params.{loc}" if loc else "params"
+        if err["type"] == "extra_forbidden":
+            known = sorted(f.alias or name for name, f in model.model_fields.items())
+            message = f"{field_name} is not a parameter of {method} (its parameters: {', '.join(known)})"
+        else:
+            message = f"{field_name}: {err['msg']}"
+        raise InvalidInput(message, field=field_name, rule=err["type"]) from None
+
+
+def _named(value: list[float] | dict[str, list[float]] | None) -> dict[str, list[float]]:
+    if value is None:
+        return {}
+    return {DEFAULT_NAME: value} if isinstance(value, list) else value
+
+
+def _named_field(path: str, value: list[float] | dict[str, list[float]], name: str) -> str:
+    return path if isinstance(value, list) else f"{path}.{name}"
+
+
+def _per_token_fields(traj: AdvantageTrajectory, path: str) -> Iterator[tuple[str, int]]:
+    """(field path, length) of every per-token array the trajectory sent, the log-probs
+    first (a mismatch names the array that disagrees with them)."""
+    lp = traj.logprobs
+    if lp is not None:
+        if lp.student is not None:
+            yield f"{path}.logprobs.student", len(lp.student)
+        for kind in ("teacher", "pre", "post"):
+            value = getattr(lp, kind)
+            for name, values in _named(value).items():
+                yield _named_field(f"{path}.logprobs.{kind}", value, name), len(values)
+    if traj.mask is not None:
+        yield f"{path}.mask", len(traj.mask)
+    if traj.token_steps is not None:
+        yield f"{path}.token_steps", len(traj.token_steps)
+    if traj.teacher_entropy is not None:
+        yield f"{path}.teacher_entropy", len(traj.teacher_entropy)
+    if traj.teacher_topk is not None:
+        yield f"{path}.teacher_topk.teacher", len(traj.teacher_topk.teacher)
+        yield f"{path}.teacher_topk.student", len(traj.teacher_topk.student)
+    if isinstance(traj.advantages, list):
+        yield f"{path}.advantages", len(traj.advantages)
+
+
+def _length(traj: AdvantageTrajectory, path: str) -> int:
+    """The trajectory's token count: every per-token array it sent has it (0 when none was sent)."""
+    first: tuple[str, int] | None = None
+    for name, n in _per_token_fields(traj, path):
+        if first is None:
+            first = (name, n)
+        elif n != first[1]:
+            raise InvalidInput(
+                f"{name} has {n} tokens but {first[0]} has {first[1]}; every per-token array of a trajectory "
+                "has one entry per token",
+                field=name,
+                rule="same_length",
+            )
+    return first[1] if first else 0
+
+
+def _first_bad(bad: np.ndarray) -> int | None:
+    idx = np.flatnonzero(bad)
+    return int(idx[0]) if len(idx) else None
+
+
+def _logprobs(values: list[float], name: str, mask: np.ndarray) -> np.ndarray:
+    """Log-probs, <= 0 on the tokens that count (what masked tokens hold is never read)."""
+    arr = np.asarray(values, dtype=np.float64)
+    i = _first_bad((arr > LOGPROB_TOLERANCE) & mask)
+    if i is not None:
+        raise InvalidInput(
+            f"{name}[{i}] is {arr[i]:g}; a log-probability is <= 0 (send log π(y_t), not −log π)",
+            field=f"{name}[{i}]",
+            rule="logprob",
+        )
+    return arr
+
+
+def _matrix(values: list[list[float]], name: str, mask: np.ndarray) -> np.ndarray:
+    """A (tokens × k) block of log-probs, k the same for every row."""
+    widths = {len(row) for row in values}
+    if len(widths) != 1 or 0 in widths:
+        raise InvalidInput(
+            f"{name}: every row has the same k >= 1 entries (got row lengths {sorted(widths)[:5]})",
+            field=name,
+            rule="rectangular",
+        )
+    arr = np.asarray(values, dtype=np.float64)
+    bad = np.argwhere((arr > LOGPROB_TOLERANCE) & mask[:, None])
+    if len(bad):
+        row, col = (int(x) for x in bad[0])
+        raise InvalidInput(
+            f"{name}[{row}][{col}] is {arr[row, col]:g}; a log-probability is <= 0",
+            field=f"{name}[{row}][{col}]",
+            rule="logprob",
+        )
+    return arr
+
+
+def _ints(values: list[int], name: str) -> np.ndarray:
+    try:
+        return np.asarray(values, dtype=np.int64)
+    except OverflowError:
+        raise InvalidInput(f"{name} holds an integer beyond 64 bits", field=name, rule="int64") from None
+
+
+class AdvantageService:
+    def __init__(self, limits: Limits) -> None:
+        self.limits = limits
+
+    def compute(self, principal: Principal, body: AdvantagesRequest) -> AdvantagesResponse:
+        principal.require(Permission.DISTILL)
+        params = parse_params(body.method, body.params)
+        self._check_size(body)
+        names: dict[str, set[str]] = {"teacher": set(), "pre": set(), "post": set()}
+        for group in body.groups:
+            for traj in group.trajectories:
+                if traj.logprobs is not None:
+                    for kind, seen in names.items():
+                        seen.update(_named(getattr(traj.logprobs, kind)))
+        need = needs(body.method, params, names["teacher"], names["post"], names["pre"])
+        batch = self._batch(body, need)
+        result = compute(batch, body.method, params, need)
+        return self._response(body, resolved(params, need), batch, result)
+
+    def _check_size(self, body: AdvantagesRequest) -> None:
+        most_group = self.limits.max_advantage_group_size
+        seen_groups: set[str] = set()
+        seen_ids: set[str] = set()
+        total = 0
+        for gi, group in enumerate(body.groups):
+            if len(group.trajectories) > most_group:
+                raise InvalidInput(
+                    f"groups[{gi}] has {len(group.trajectories)} trajectories; at most {most_group} per group",
+                    field=f"groups[{gi}].trajectories",
+                    rule="max_advantage_group_size",
+                )
+            if group.group_id in seen_groups:
+                raise InvalidInput(
+                    f"groups[{gi}].group_id {group.group_id!r} appears twice; send each rollout group once",
+                    field=f"groups[{gi}].group_id",
+                    rule="unique",
+                )
+            seen_groups.add(group.group_id)
+            for ti, traj in enumerate(group.trajectories):
+                if traj.id in seen_ids:
+                    raise InvalidInput(
+                        f"groups[{gi}].trajectories[{ti}].id {traj.id!r} appears twice in the batch",
+                        field=f"groups[{gi}].trajectories[{ti}].id",
+                        rule="unique",
+                    )
+                seen_ids.add(traj.id)
+                total += _length(traj, f"groups[{gi}].trajectories[{ti}]")
+        if total > self.limits.max_advantage_tokens:
+            raise InvalidInput(
+                f"groups hold {total} tokens; at most {self.limits.max_advantage_tokens} per request (split the batch "
+                "by groups)",
+                field="groups",
+                rule="max_advantage_tokens",
+            )
+
+    def _batch(self, body: AdvantagesRequest, need: Needs) -> TokenBatch:
+        wanted = [("teacher", n) for n in need.teachers] + [("post", n) for n in need.post]
+        wanted += [("pre", n) for n in need.pre]
+        groups = []
+        for gi, group in enumerate(body.groups):
+            members = []
+            for ti, traj in enumerate(group.trajectories):
+                path = f"groups[{gi}].trajectories[{ti}]"
+                n = _length(traj, path)
+                mask = self._mask(traj, path, n)
+                named: dict[str, dict[str, np.ndarray]] = {"teacher": {}, "pre": {}, "post": {}}
+                lp = traj.logprobs
+                student = None
+                if need.student:
+                    if lp is None or lp.student is None:
+                        raise InvalidInput(
+                            f"{path}.logprobs.student is required by {body.method}",
+                            field=f"{path}.logprobs.student",
+                            rule="required",
+                        )
+                    student = _logprobs(lp.student, f"{path}.logprobs.student", mask)
+                for kind, name in wanted:
+                    value = getattr(lp, kind) if lp is not None else None
+                    sent = _named(value)
+                    if name not in sent:
+                        where = f"{path}.logprobs.{kind}"
+                        raise InvalidInput(
+                            f"{where}.{name} is required by {body.method}"
+                            + (f" (this trajectory sent {sorted(sent)})" if sent else ""),
+                            field=f"{where}.{name}" if isinstance(value, dict) else where,
+                            rule="required",
+                        )
+                    field_name = _named_field(f"{path}.logprobs.{kind}", value, name)  # type: ignore[arg-type]
+                    named[kind][name] = _logprobs(sent[name], field_name, mask)
+                topk_teacher = topk_student = None
+                if traj.teacher_topk is not None and n:
+                    topk_teacher = _matrix(traj.teacher_topk.teacher, f"{path}.teacher_topk.teacher", mask)
+                    topk_student = _matrix(traj.teacher_topk.student, f"{path}.teacher_topk.student", mask)
+                    if topk_teacher.shape != topk_student.shape:
+                        raise InvalidInput(
+                            f"{path}.teacher_topk.student has k = {topk_student.shape[1]} but teacher_topk.teacher "
+                            f"has k = {topk_teacher.shape[1]}",
+                            field=f"{path}.teacher_topk.student",
+                            rule="same_length",
+                        )
+                adv = traj.advantages
+                members.append(
+                    TrajectoryTokens(
+                        reward=traj.reward,
+                        student=student,
+                        teacher=named["teacher"],
+                        pre=named["pre"],
+                        post=named["post"],
+                        mask=mask,
+                        steps=self._steps(traj, path, n),
+                        entropy=self._entropy(traj, path, mask),
+                        topk_teacher=topk_teacher,
+                        topk_student=topk_student,
+                        advantages=np.asarray(adv, dtype=np.float64) if isinstance(adv, list) else adv,
+                    )
+                )
+            groups.append(members)
+        return concat(groups)
+
+    @staticmethod
+    def _entropy(traj: AdvantageTrajectory, path: str, mask: np.ndarray) -> np.ndarray | None:
+        if traj.teacher_entropy is None:
+            return None
+        entropy = np.asarray(traj.teacher_entropy, dtype=np.float64)
+        i = _first_bad((entropy < -ENTROPY_TOLERANCE) & mask)
+        if i is not None:
+            raise InvalidInput(
+                f"{path}.teacher_entropy[{i}] is {entropy[i]:g}; an entropy is >= 0",
+                field=f"{path}.teacher_entropy[{i}]",
+                rule="non_negative",
+            )
+        return np.maximum(entropy, 0.0)
+
+    @staticmethod
+    def _mask(traj: AdvantageTrajectory, path: str, n: int) -> np.ndarray:
+        if traj.mask is None:
+            return np.ones(n, dtype=bool)
+        mask = _ints(traj.mask, f"{path}.mask")
+        i = _first_bad((mask != 0) & (mask != 1))
+        if i is not None:
+            raise InvalidInput(
+                f"{path}.mask[{i}] is {mask[i]}; a mask is 0 or 1", field=f"{path}.mask[{i}]", rule="binary"
+            )
+        return mask.astype(bool)
+
+    @staticmethod
+    def _steps(traj: AdvantageTrajectory, path: str, n: int) -> np.ndarray:
+        if traj.token_steps is None:
+            return np.zeros(n, dtype=np.int64)
+        steps = _ints(traj.token_steps, f"{path}.token_steps")
+        i = _first_bad(steps < 0)
+        if i is not None:
+            raise InvalidInput(
+                f"{path}.token_steps[{i}] is {steps[i]}; steps are integers >= 0",
+                field=f"{path}.token_steps[{i}]",
+                rule="non_negative",
+            )
+        i = _first_bad(np.diff(steps) < 0)
+        if i is not None:
+            raise InvalidInput(
+                f"{path}.token_steps[{i + 1}] is {steps[i + 1]} after {steps[i]}; token_steps is non-decreasing "
+                "(tokens in order, a step one run)",
+                field=f"{path}.token_steps[{i + 1}]",
+                rule="non_decreasing",
+            )
+        return steps
+
+    @staticmethod
+    def _response(
+        body: AdvantagesRequest, params: dict[str, Any], batch: TokenBatch, result: Result
+    ) -> AdvantagesResponse:
+        shaped = result.shaped
+        offsets = batch.offsets.tolist()
+        advantages = shaped.advantages.tolist()
+        rewards = shaped.signal.value.tolist() if shaped.signal is not None else None
+        step_cols = None
+        if shaped.step_signal is not None:
+            steps = batch.steps
+            bounds = np.searchsorted(steps.traj, np.arange(batch.trajectory_count + 1)).tolist()
+            step_cols = (bounds, steps.index.tolist(), shaped.step_signal.tolist(), shaped.step_scale.tolist())
+        scalar = result.scalar_advantage.tolist()
+        out = []
+        t = 0
+        for group in body.groups:
+            for traj in group.trajectories:
+                lo, hi = offsets[t], offsets[t + 1]
+                row: dict[str, Any] = {
+                    "id": traj.id,
+                    "group_id": group.group_id,
+                    "advantage": None if np.isnan(scalar[t]) else scalar[t],
+                    "advantages": advantages[lo:hi],
+                    "token_rewards": rewards[lo:hi] if rewards is not None else None,
+                }
+                if step_cols is not None:
+                    bounds, index, signal, scale = step_cols
+                    a, b = bounds[t], bounds[t + 1]
+                    row |= {"steps": index[a:b], "step_signal": signal[a:b], "step_scale": scale[a:b]}
+                out.append(TrajectoryAdvantages.model_construct(**row))
+                t += 1
+        groups = [
+            GroupDiagnostics.model_construct(group_id=g.group_id, **row)
+            for g, row in zip(body.groups, result.groups, strict=True)
+        ]
+        return AdvantagesResponse.model_construct(
+            method=body.method,
+            params=params,
+            trajectories=out,
+            diagnostics=Diagnostics.model_construct(
+                batch=BatchDiagnostics.model_validate(result.diagnostics), groups=groups
+            ),
+        )

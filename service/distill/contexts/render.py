@@ -1,0 +1,370 @@
+"""Pure rendering of contexts: the plain context of a step (task + the history the
+agent saw) as chat messages and text, the own-action guard, and fitting a teacher's
+privileged block into its character and token budgets.
+
+No I/O and no database here: service.py loads, these functions shape.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from service.distill.contexts.templates import ContextTemplate
+
+Message = dict[str, str]  # {"role": "system" | "user" | "assistant", "content": str}
+
+
+# -- small text helpers ---------------------------------------------------------
+
+
+def action_text(action: Any) -> str:
+    """An action as the agent emitted it: the text, or a tool call as compact JSON
+    (sorted keys: PostgreSQL's JSONB does not keep key order)."""
+    if isinstance(action, str):
+        return action
+    return json.dumps(action, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def clip(text: str, most: int) -> str:
+    """Whitespace collapsed, at most `most` characters (an ellipsis marks a cut)."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= most else flat[: most - 1].rstrip() + "…"
+
+
+def number(x: float) -> str:
+    return f"{x:g}"
+
+
+# -- the own-action guard ---------------------------------------------------------
+
+MIN_ACTION_CHARS = 2
+MARKERS = ("[action withheld]", "[withheld]", "[redacted]", "[...]")
+_PUNCT = frozenset("{}[],:")
+_TOKENS = re.compile(r"(\s+)|([{}\[\],:])|([^\s{}\[\],:]+)")
+
+
+def _renderings(action: Any) -> set[str]:
+    """The forms the action's text can take in a block: the string itself, or a tool
+    call as JSON compact or spaced, keys sorted or as sent, non-ASCII escaped or not."""
+    if isinstance(action, str):
+        return {action}
+    out = set()
+    for sort in (True, False):
+        for ascii_only in (True, False):
+            for seps in ((",", ":"), (", ", ": ")):
+                out.add(json.dumps(action, sort_keys=sort, separators=seps, ensure_ascii=ascii_only))
+    return out
+
+
+def _pattern(text: str) -> re.Pattern[str] | None:
+    """A whole-word, case-insensitive pattern of the text in which any run of
+    whitespace matches any other, and whitespace around JSON punctuation is optional."""
+    text = re.sub(r"\s*([{}\[\],:])\s*", r"\1", text.strip())
+    if len(text) < MIN_ACTION_CHARS:
+        return None
+    tokens = [m.group(0) for m in _TOKENS.finditer(text)]
+    body = ""
+    previous: str | None = None
+    for token in tokens:
+        if token.isspace():
+            continue  # a separator between two words, rendered below
+        if previous is not None:
+            body += r"\s*" if previous in _PUNCT or token in _PUNCT else r"\s+"
+        body += re.escape(token)
+        previous = token
+    start = r"(?<!\w)" if re.match(r"\w", text[0]) else ""
+    end = r"(?!\w)" if re.match(r"\w", text[-1]) else ""
+    return re.compile(start + body + end, re.IGNORECASE)
+
+
+class ActionGuard:
+    """Finds the step's own action in a text, as a whole word or phrase, whatever
+    its case and spacing, and replaces every occurrence with a marker. Actions
+    shorter than MIN_ACTION_CHARS are not guarded (one letter occurs everywhere)."""
+
+    def __init__(self, action: Any) -> None:
+        unique = {p.pattern: p for p in (_pattern(r) for r in sorted(_renderings(action))) if p is not None}
+        self.patterns = [unique[key] for key in sorted(unique)]
+        self.marker = next((m for m in MARKERS if not self.found(m)), "")
+
+    def found(self, text: str) -> bool:
+        return any(p.search(text) for p in self.patterns)
+
+    def first(self, text: str) -> int | None:
+        starts = [m.start() for p in self.patterns if (m := p.search(text))]
+        return min(starts) if starts else None
+
+    def _sub(self, text: str, marker: str) -> tuple[str, int]:
+        found = 0
+        for p in self.patterns:
+            text, n = p.subn(marker, text)
+            found += n
+        return text, found
+
+    def redact(self, text: str) -> tuple[str, int]:
+        """(the text without the action, occurrences replaced)."""
+        if not self.patterns:
+            return text, 0
+        total = 0
+        for _ in range(3):  # a marker next to some text can complete a new occurrence (rare): again
+            text, n = self._sub(text, self.marker)
+            total += n
+            if not n:
+                return text, total
+        while True:  # still there: delete (every pass shrinks the text, so this ends)
+            text, n = self._sub(text, "")
+            total += n
+            if not n:
+                return text, total
+
+
+# -- tokens ---------------------------------------------------------------------
+
+
+class TokenCounter(Protocol):
+    def count(self, text: str) -> int: ...
+
+    def cut(self, text: str, most: int) -> str:
+        """The longest prefix of `text` of at most `most` tokens."""
+        ...
+
+
+class HFTokenCounter:
+    """A Hugging Face `tokenizers` tokenizer (a tokenizer.json), without special tokens."""
+
+    def __init__(self, tokenizer: Any) -> None:
+        self.tokenizer = tokenizer
+
+    def count(self, text: str) -> int:
+        return len(self.tokenizer.encode(text, add_special_tokens=False).ids)
+
+    def cut(self, text: str, most: int) -> str:
+        enc = self.tokenizer.encode(text, add_special_tokens=False)
+        if len(enc.ids) <= most:
+            return text
+        n = most
+        while n > 0:
+            prefix = text[: enc.offsets[n - 1][1]]
+            if self.count(prefix) <= most:
+                return prefix
+            n -= 1
+        return ""
+
+
+# -- the plain context ------------------------------------------------------------
+
+
+def result_text(result: str | None, error: str | None) -> str:
+    parts = [result] if result else []
+    if error:
+        parts.append(f"Error: {error}")
+    return "\n".join(parts)
+
+
+@dataclass(frozen=True)
+class HistoryStep:
+    """What the plain context shows of a step."""
+
+    observation: str
+    action: Any
+    result: str | None
+    error: str | None
+    data: dict[str, Any] | None = None
+
+
+def observation_text(template: ContextTemplate, observation: str, data: dict[str, Any] | None) -> str:
+    """What the agent observed: the text, and its structured state as compact JSON."""
+    if not data:
+        return observation
+    return template.fill("state_data", observation=observation, data=action_text(data))
+
+
+class PlainHistory:
+    """The plain contexts of one trajectory's steps: the system message (the task),
+    each earlier step as user (observation and state data, after the previous
+    action's result) and
+    assistant (the action), and the current observation; within a history budget
+    that drops the oldest steps first, behind an "(N earlier steps omitted)" marker."""
+
+    def __init__(self, template: ContextTemplate, task: str, steps: Sequence[HistoryStep]) -> None:
+        self.template = template
+        self.system = template.fill("system", task=task)
+        self.users: list[str] = []
+        for i, s in enumerate(steps):
+            before = result_text(steps[i - 1].result, steps[i - 1].error) if i else ""
+            seen = observation_text(template, s.observation, s.data)
+            if before:
+                self.users.append(template.fill("observation_after", result=before, observation=seen))
+            else:
+                self.users.append(template.fill("observation", observation=seen))
+        self.assistants = [action_text(s.action) for s in steps]
+        self.prefix = [0]
+        for user, assistant in zip(self.users, self.assistants, strict=True):
+            self.prefix.append(self.prefix[-1] + len(user) + len(assistant))
+
+    def messages(self, position: int, budget: int) -> tuple[list[Message], int]:
+        """(the messages at step `position`, earlier steps omitted)."""
+        # the first kept step s: the smallest with prefix[position] - prefix[s] <= budget
+        start = bisect.bisect_left(self.prefix, self.prefix[position] - budget, 0, position + 1)
+        omitted = start
+        out: list[Message] = [{"role": "system", "content": self.system}]
+        for j in range(start, position):
+            out.append({"role": "user", "content": self.users[j]})
+            out.append({"role": "assistant", "content": self.assistants[j]})
+        out.append({"role": "user", "content": self.users[position]})
+        if omitted:
+            marker = self.template.fill("omitted", count=omitted)
+            out[1] = {"role": "user", "content": f"{marker}\n\n{out[1]['content']}"}
+        return out, omitted
+
+
+def transcript(template: ContextTemplate, messages: Sequence[Message]) -> str:
+    """The messages as one plain text."""
+    return "\n\n".join(template.fill("turn", role=m["role"], content=m["content"]) for m in messages)
+
+
+def with_privileged(template: ContextTemplate, system: str, text: str, block: str) -> tuple[str, str]:
+    """A teacher's (system message, text): the plain system message with the
+    privileged block added, and the plain text (the transcript of the plain
+    messages, `system` first) with its first turn rewritten to match."""
+    teacher_system = template.fill("privileged", system=system, block=block)
+    first = template.fill("turn", role="system", content=system)
+    assert text.startswith(first), "the text is the transcript of messages with this system message first"
+    return teacher_system, template.fill("turn", role="system", content=teacher_system) + text[len(first) :]
+
+
+# -- privileged blocks within budgets ---------------------------------------------
+
+EMPTY_SLOT = "(none)"
+
+
+@dataclass(frozen=True)
+class Piece:
+    """One unit of a privileged block, kept or left out whole: an item, a step, a line."""
+
+    text: str
+    priority: int  # lower is kept longer
+    item_id: str | None = None
+    group: str | None = None  # a heading shown above the group's first kept piece
+
+
+@dataclass(frozen=True)
+class Draft:
+    """A block before budgets: the template part, the placeholder the pieces fill
+    (in display order) and the part's other values."""
+
+    part: str
+    slot: str
+    pieces: tuple[Piece, ...]
+    values: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Block:
+    text: str
+    item_ids: list[str]
+    item_chars: dict[str, int]
+    omitted: int  # pieces left out by the budgets
+    redacted: int  # occurrences of the step's own action replaced
+    tokens: int | None
+
+
+def _slot_text(pieces: Sequence[Piece]) -> str:
+    lines: list[str] = []
+    group: str | None = None
+    for p in pieces:
+        if p.group is not None and p.group != group:
+            lines.append(p.group)
+        group = p.group
+        lines.append(p.text)
+    return "\n".join(lines) if lines else EMPTY_SLOT
+
+
+def _cut(text: str, max_chars: int, guard: ActionGuard, tokens: TokenCounter | None, max_tokens: int | None) -> str:
+    """Cut to the budgets; a cut can complete an occurrence of the action at the new
+    end (cutting "go northward" to "go north"): cut that off too."""
+    text = text[:max_chars]
+    if tokens is not None and max_tokens is not None and tokens.count(text) > max_tokens:
+        text = tokens.cut(text, max_tokens)
+    while (at := guard.first(text)) is not None:
+        text = text[:at]
+    return text.rstrip()
+
+
+def fit(
+    template: ContextTemplate,
+    draft: Draft,
+    guard: ActionGuard,
+    *,
+    max_chars: int,
+    tokens: TokenCounter | None = None,
+    max_tokens: int | None = None,
+) -> Block:
+    """The privileged block within max_chars (and max_tokens when counted): pieces go
+    in by priority while they fit whole (one that does not fit is left out, a smaller
+    later one may still go in), shown in display order; the step's own action is
+    replaced wherever it occurs; what cannot be made to fit is cut at the end."""
+    redacted = 0
+    pieces = []
+    for p in draft.pieces:
+        text, n = guard.redact(p.text)
+        redacted += n
+        pieces.append(Piece(text, p.priority, p.item_id, p.group))
+
+    def render(chosen: Sequence[int]) -> str:
+        kept = [pieces[i] for i in sorted(chosen)]
+        return template.fill(draft.part, **draft.values, **{draft.slot: _slot_text(kept)})
+
+    fixed = len(render([])) - len(EMPTY_SLOT)
+    order = sorted(range(len(pieces)), key=lambda i: (pieces[i].priority, i))
+    chosen: list[int] = []
+    groups: set[str | None] = set()
+    used = -1  # the slot's length: pieces and headings, one newline between lines
+    for i in order:
+        p = pieces[i]
+        cost = len(p.text) + 1
+        if p.group is not None and p.group not in groups:
+            cost += len(p.group) + 1
+        if fixed + used + cost <= max_chars:
+            chosen.append(i)
+            used += cost
+            groups.add(p.group)
+    # (a heading shown twice because its group's pieces are not adjacent is counted
+    # by the render below, which the cut keeps honest)
+    if tokens is not None and max_tokens is not None and chosen and tokens.count(render(chosen)) > max_tokens:
+        lo, hi = 0, len(chosen)  # the most pieces, in priority order, whose block fits the tokens
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if tokens.count(render(chosen[:mid])) <= max_tokens:
+                lo = mid
+            else:
+                hi = mid - 1
+        chosen = chosen[:lo]
+    text, n = guard.redact(render(chosen))  # across pieces, and in the template's own words
+    redacted += n
+    over_tokens = tokens is not None and max_tokens is not None and tokens.count(text) > max_tokens
+    if len(text) > max_chars or over_tokens:
+        text = _cut(text, max_chars, guard, tokens, max_tokens)
+    item_ids: list[str] = []
+    item_chars: dict[str, int] = {}
+    for i in sorted(chosen):
+        item_id = pieces[i].item_id
+        if item_id is None:
+            continue
+        if item_id not in item_chars:
+            item_ids.append(item_id)
+            item_chars[item_id] = 0
+        item_chars[item_id] += len(pieces[i].text)
+    return Block(
+        text=text,
+        item_ids=item_ids,
+        item_chars=item_chars,
+        omitted=len(pieces) - len(chosen),
+        redacted=redacted,
+        tokens=tokens.count(text) if tokens is not None else None,
+    )

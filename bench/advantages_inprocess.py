@@ -2,7 +2,7 @@
 
 - the server's path for POST /v1/distill/advantages, stage by stage, as the app runs
   it: the body parsed by `json.loads` (what Starlette's `Request.json` does), the
-  app-wide storable check (`service.storable.check_json`), the route's own FastAPI
+  app-wide storable check (`service.limits.storable.check_json`), the route's own FastAPI
   body field validating it (`APIRoute.body_field`), the service in three parts (its
   params and size checks and the lists turned into checked arrays and concatenated;
   `service.distill.signals.compute`; the response objects), then the route's response
@@ -32,8 +32,8 @@ from service.distill.advantages.router import router as advantages_router
 from service.distill.advantages.service import AdvantageService, _named, parse_params
 from service.distill.signals import PARAMS, TrajectoryTokens, compute, concat, needs
 from service.distill.signals.compute import resolved
+from service.limits.storable import check_json
 from service.settings import Limits
-from service.storable import check_json
 
 ROUTE = advantages_router.routes[0]  # the APIRoute of POST /v1/distill/advantages: its body and response fields
 PRINCIPAL = Principal(key_id="bench", role="admin", namespaces=frozenset({"*"}))
@@ -80,7 +80,7 @@ def server_stages(raw: bytes, service: AdvantageService) -> tuple[Stages, bytes]
     t = time.perf_counter()
     parsed = json.loads(raw)
     s.parse_s, t = _lap(t)
-    check_json(parsed, "", service.limits.max_text_chars)
+    check_json(parsed, "", service.limits.checks.max_text_chars)
     s.storable_s, t = _lap(t)
     body, errors = ROUTE.body_field.validate(parsed, {}, loc=("body",))
     assert not errors, errors[:3]

@@ -201,7 +201,8 @@ def render_markdown(report: Report) -> str:
         "",
         "`bench/advantages_inprocess.py` runs the server's path on the same body in this process, stage by stage as "
         "the app does: `json.loads` (what Starlette's `Request.json` does), the app-wide storable check "
-        "(`service.storable.check_json`), the route's FastAPI body field (`AdvantagesRequest`, strict), the service "
+        "(`service.limits.storable.check_json`), the route's FastAPI body field (`AdvantagesRequest`, strict), "
+        "the service "
         "(params, size checks, lists turned into checked arrays and concatenated; "
         "`service.distill.signals.compute`; the "
         "response objects), then the route's response field validating and dumping to JSON bytes as FastAPI does. "
@@ -221,7 +222,7 @@ def render_markdown(report: Report) -> str:
         "",
         "### Teacher scoring (POST …/distill/teacher_logprobs)",
         "",
-        "The teacher: `tests/distill/teacher/teacher_servers.py`'s tiny vLLM-protocol server (a random 2-layer Llama, "
+        "The teacher: `tests/service/distill/teacher/teacher_servers.py`'s tiny vLLM-protocol server (a random 2-layer Llama, "
         "64-token vocabulary, one CPU thread, one sequence at a time under a lock; it answers every prompt "
         f"position) in a process of its own (`bench/advantages_teacher.py`). A batch of {t['items']} items × "
         f"{t['continuation']} continuation tokens (token ids) after {t['context']}-token contexts, as token ids, "

@@ -1,5 +1,5 @@
 """bench.advantages' teacher: the tiny vLLM-protocol server of the teacher tests
-(tests/distill/teacher/teacher_servers.py: a randomly initialised 2-layer Llama with a
+(tests/service/distill/teacher/teacher_servers.py: a randomly initialised 2-layer Llama with a
 64-token vocabulary, its WordLevel tokenizer.json, /v1/completions with
 prompt_logprobs and /tokenize in vLLM's shape) in a process of its own, and what is
 measured against it: `POST …/distill/teacher_logprobs` through Reflexa, and the same
@@ -204,7 +204,7 @@ class DirectClient:
 def _serve(work: Path) -> None:
     import torch
 
-    from tests.distill.teacher.teacher_servers import TinyLM, serve, write_tokenizer
+    from tests.service.distill.teacher.teacher_servers import TinyLM, serve, write_tokenizer
 
     torch.set_num_threads(1)
     tokenizer = write_tokenizer(work / TOKENIZER_FILE)

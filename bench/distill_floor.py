@@ -13,7 +13,7 @@ applied to the citations in Python). No ranking (vector or lexical), no renderin
 response.
 
 Export: the same keyset batches of trajectories and their steps the export reads
-(`store.exports`, the dataset's filter, the service's batch sizes), each trajectory
+(`service.export.repository`, the dataset's filter, the service's batch sizes), each trajectory
 with its steps serialised as one orjson line.
 """
 
@@ -37,12 +37,12 @@ from domain.settings import NamespaceSettings, parse_settings
 from domain.state_text import internal_text, state_text
 from service.distill import repository as distill_repo
 from service.distill.contexts.schemas import DEFAULT_ATTEMPTS, DEFAULT_MEMORY_KINDS
+from service.export import repository as exports_repo
+from service.export.repository import MAX_IN, ExportFilters
 from service.export.service import ExportService, _chunked
 from service.retrieval.candidates import MIN_FETCH
-from store import exports as exports_repo
 from store import retrievals as retrieval_repo
 from store import snapshots as snapshots_repo
-from store.exports import MAX_IN, ExportFilters
 from store.models import SnapshotEmbedding, SnapshotEvidence, SnapshotReflection, SnapshotTrajectory
 
 # The filter each dataset's export reads its trajectories with (service/export/service.py).

@@ -102,8 +102,9 @@ def floors(database_url: str) -> tuple[dict[str, Callable[[], Any]], dict[str, s
 
     from sqlalchemy import select
 
+    from service.operator import repository as overview
     from service.retrieval import ranking
-    from store import evidence, overview, retrieval_log, review
+    from store import evidence
     from store import jobs as jobs_repo
     from store import namespaces as ns_repo
     from store import reflections as refl_repo
@@ -136,7 +137,7 @@ def floors(database_url: str) -> tuple[dict[str, Callable[[], Any]], dict[str, s
             select(Retrieval.id).where(Retrieval.namespace == NS).order_by(Retrieval.created_at.desc()).limit(1)
         )
         query_text = s.scalar(select(Reflection.text).where(Reflection.pk == refl_pk))
-    rule = review.ReviewRule(baseline, ranking.PRIOR_STRENGTH, 5, 10)
+    rule = overview.ReviewRule(baseline, ranking.PRIOR_STRENGTH, 5, 10)
 
     def read(fn: Callable[[Any], Any]) -> Callable[[], Any]:
         def run() -> Any:
@@ -162,19 +163,19 @@ def floors(database_url: str) -> tuple[dict[str, Callable[[], Any]], dict[str, s
             overview.list_recent_latencies(s, NS, 1000),
             overview.count_reflections_by_kind_status(s, NS),
             overview.list_queue_by_kind(s, NS),
-            review.count_review_queue(s, NS, rule),
+            overview.count_review_queue(s, NS, rule),
         )
 
     def trajectory_detail(s: Any) -> Any:
         traj_repo.read_trajectory(s, NS, traj_id)
         traj_repo.list_steps(s, traj_pk)
-        return retrieval_log.list_episode_retrievals(s, NS, traj_id, 500)
+        return overview.list_episode_retrievals(s, NS, traj_id, 500)
 
     def reflection_detail(s: Any) -> Any:
         row = refl_repo.read_reflection(s, NS, refl_id)
         evidence.list_evidence_summaries(s, [row.pk], 1000)
         refl_repo.list_reflection_versions(s, row.pk)
-        return retrieval_log.list_served_by_day(s, row.pk)
+        return overview.list_served_by_day(s, row.pk)
 
     cases: dict[str, Callable[[], Any]] = {
         "overview": read(overview_queries),
@@ -193,8 +194,8 @@ def floors(database_url: str) -> tuple[dict[str, Callable[[], Any]], dict[str, s
         "reflection (evidence, history, served chart)": read(reflection_detail),
         "review queue": read(
             lambda s: (
-                review.list_review_queue(s, NS, rule, before=None, limit=PAGE + 1),
-                review.count_review_queue(s, NS, rule),
+                overview.list_review_queue(s, NS, rule, before=None, limit=PAGE + 1),
+                overview.count_review_queue(s, NS, rule),
             )
         ),
         "jobs (failed)": read(
@@ -204,9 +205,9 @@ def floors(database_url: str) -> tuple[dict[str, Callable[[], Any]], dict[str, s
             )
         ),
         "retrieval log": read(
-            lambda s: retrieval_log.list_logged_retrievals(s, NS, trajectory_id=None, before=None, limit=PAGE + 1)
+            lambda s: overview.list_logged_retrievals(s, NS, trajectory_id=None, before=None, limit=PAGE + 1)
         ),
-        "retrieval": read(lambda s: retrieval_log.read_logged_retrieval(s, NS, retrieval_id)),
+        "retrieval": read(lambda s: overview.read_logged_retrieval(s, NS, retrieval_id)),
     }
     urls = {
         "overview": f"/ui/ns/{NS}",

@@ -7,10 +7,8 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from pydantic import Field, model_validator
-from sqlalchemy.orm import Session
 
 from domain.schemas import RequestModel
-from store import namespaces as namespaces_repo
 
 StateField = Literal["task", "observation", "data"]
 
@@ -175,9 +173,3 @@ class NamespaceSettings(RequestModel):
 def parse_settings(stored: dict[str, Any]) -> NamespaceSettings:
     """Stored settings with today's defaults filled in (older rows lack newer fields)."""
     return NamespaceSettings.model_validate(stored, strict=False)
-
-
-def read_settings(session: Session, namespace: str) -> NamespaceSettings:
-    """A namespace's settings as stored (defaults for a namespace gone meanwhile)."""
-    row = namespaces_repo.read_namespace(session, namespace)
-    return parse_settings(row.settings if row else {})

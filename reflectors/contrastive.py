@@ -31,15 +31,16 @@ from sqlalchemy.orm import Session
 
 from domain.jobs import Dedup, Lane, Priority, declare
 from domain.reflections import ReflectionDraft
-from domain.settings import NamespaceSettings, read_settings
+from domain.settings import NamespaceSettings
+from reflectors import repository as reflector_queries
 from reflectors.derived import Derived, upsert_derived
 from reflectors.evidence_cards import action_key
 from reflectors.registry import Reflector, register
 from reflectors.worker import JobView, Write
+from service.namespaces.stored import read_settings
 from store import embeddings as embeddings_repo
 from store import evidence as evidence_repo
 from store import reflections as repo
-from store import reflector_queries
 from store.database import Database
 from store.embedding.base import Embedder
 from store.models import Reflection, Trajectory

@@ -17,10 +17,11 @@ from sqlalchemy.orm import Session
 from domain.hashing import text_hash
 from domain.jobs import REFLECTION_EMBED
 from domain.reflections import TASK_KEYED
-from domain.settings import NamespaceSettings, read_settings
+from domain.settings import NamespaceSettings
 from domain.state_text import internal_text, state_text, task_query_text
 from reflectors.registry import Reflector, register
 from reflectors.worker import JobView, Write
+from service.namespaces.stored import read_settings
 from store import embeddings as embeddings_repo
 from store import index_feed
 from store import lexical as lexical_repo

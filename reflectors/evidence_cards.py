@@ -19,12 +19,13 @@ from sqlalchemy.orm import Session
 
 from domain.jobs import Dedup, Lane, Priority, declare
 from domain.reflections import ReflectionDraft
-from domain.settings import NamespaceSettings, read_settings
+from domain.settings import NamespaceSettings
 from domain.state_text import task_query_text
 from reflectors.derived import Derived, upsert_derived
 from reflectors.embed import encode_texts
 from reflectors.registry import Reflector, register
 from reflectors.worker import JobView, Write
+from service.namespaces.stored import read_settings
 from store import evidence as evidence_repo
 from store import trajectories as trajectories_repo
 from store.database import Database

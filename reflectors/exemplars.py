@@ -34,11 +34,12 @@ from sqlalchemy.orm import Session
 from domain.hashing import text_hash
 from domain.jobs import TRAJECTORY_CLOSED
 from domain.reflections import ReflectionDraft
-from domain.settings import NamespaceSettings, read_settings
+from domain.settings import NamespaceSettings
 from domain.state_text import internal_text, state_text
 from reflectors.embed import encode_texts, text_hashes
 from reflectors.registry import Reflector, Trigger, register
 from reflectors.worker import JobView, TransientError, Write
+from service.namespaces.stored import read_settings
 from store import embeddings as embeddings_repo
 from store import evidence as evidence_repo
 from store import index_feed

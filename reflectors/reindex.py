@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from domain.hashing import text_hash
 from domain.reflections import TASK_KEYED
-from domain.settings import read_settings
 from domain.state_text import internal_text
 from reflectors.contrastive import NAME as CONTRASTIVE
 from reflectors.embed import encode_texts, reflection_texts, text_hashes, write_vectors
+from service.namespaces.stored import read_settings
 from store import embeddings as embeddings_repo
 from store import evidence as evidence_repo
 from store import index_feed

@@ -1,5 +1,5 @@
 """The LLM judge of rubric rewards: grades the criteria of a rubric that no rule
-decides (domain/rubric_scores.py plans what to ask; this answers).
+decides (service/rubrics/scores.py plans what to ask; this answers).
 
 One `complete_json` call per judge task (a scored trajectory, or one stage of it)
 grades all of its judged criteria at once with the `rubric_judge` prompt, through
@@ -22,9 +22,6 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 from domain.errors import Unavailable
-from domain.rubric_checks import MISSING, as_text, scope_values
-from domain.rubric_scores import JudgeTask, Verdict
-from domain.rubrics import label_text
 from reflectors.llm_client import (
     LLMBudgetExceeded,
     LLMClient,
@@ -37,6 +34,9 @@ from reflectors.llm_client import (
 from reflectors.llm_client.schemas import RubricJudgeOut
 from reflectors.prompts import load_prompt
 from reflectors.prompts.steps import render_steps, shorten
+from service.rubrics.checks import MISSING, as_text, scope_values
+from service.rubrics.content import label_text
+from service.rubrics.scores import JudgeTask, Verdict
 from store.database import Database
 
 PROMPT = ("rubric_judge", 1)

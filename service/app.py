@@ -17,7 +17,6 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from domain.errors import ReflexaError, Unavailable
 from domain.schemas import ERROR_RESPONSES
 from migrations import schema_status
-from service.body_limit import BodyLimitMiddleware
 from service.container import Services
 from service.distill.advantages.router import router as advantages_router
 from service.distill.contexts.router import router as distill_router
@@ -25,8 +24,10 @@ from service.distill.teacher.router import router as teacher_router
 from service.export.router import router as export_router
 from service.health.router import router as health_router
 from service.jobs.router import router as jobs_router
-from service.key_limits import KeyLimitMiddleware
 from service.keys.router import router as keys_router
+from service.limits.body import BodyLimitMiddleware
+from service.limits.per_key import KeyLimitMiddleware
+from service.limits.storable import refuse_unstorable
 from service.metrics import Metrics, MetricsMiddleware
 from service.namespaces.router import router as namespaces_router
 from service.reflections.router import router as reflections_router
@@ -35,7 +36,6 @@ from service.retrieval.router import router as retrieval_router
 from service.rubrics.router import router as rubrics_router
 from service.settings import Settings, get_settings
 from service.snapshots.router import router as snapshots_router
-from service.storable import refuse_unstorable
 from service.tasks.router import router as tasks_router
 from service.trajectories.router import router as trajectories_router
 from service.ui.install import install_ui, ui_http_error, ui_reflexa_error, ui_validation_error

@@ -15,7 +15,7 @@ from service.distill.teacher.service import TeacherService
 from service.export.service import ExportService
 from service.jobs.service import JobService
 from service.keys.service import KeyService
-from service.limits import LimitChecker
+from service.limits.checks import LimitChecker
 from service.namespaces.service import NamespaceService
 from service.operator.bulk import BulkService
 from service.operator.inspect import InspectService

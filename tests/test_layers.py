@@ -27,13 +27,20 @@ def test_import_contracts() -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+LAYERS = "layers: reflectors > service > domain > store"
+
+
 @pytest.mark.parametrize(
     ("module", "imports", "contract"),
     [
-        ("domain/wrong_way.py", "import service.auth", "layers: service > reflectors > domain > store"),
-        ("reflectors/wrong_way.py", "import service.limits", "layers: service > reflectors > domain > store"),
-        ("store/wrong_way.py", "import domain.jobs", "layers: service > reflectors > domain > store"),
-        ("service/trajectories/wrong_way.py", "import reflectors.worker", "only the wiring modules import the workers"),
+        ("domain/wrong_way.py", "import service.auth", LAYERS),
+        ("service/trajectories/wrong_way.py", "import reflectors.worker", LAYERS),
+        ("store/wrong_way.py", "import domain.jobs", LAYERS),
+        ("reflectors/wrong_way.py", "import service.deps", "the workers never import the HTTP edge"),
+        ("reflectors/wrong_way.py", "import service.rubrics.router", "the workers never import the HTTP edge"),
+        ("reflectors/wrong_way.py", "import fastapi", "the workers never import the HTTP edge"),
+        ("service/export/wrong_way.py", "import service.distill.repository", "repository: service.distill"),
+        ("service/trajectories/wrong_way.py", "import reflectors.repository", "repository: reflectors"),
         ("reflexa/wrong_way.py", "import store.models", "the client never imports server code"),
     ],
 )
@@ -48,6 +55,26 @@ def test_a_wrong_way_import_breaks_a_contract(tmp_path: Path, module: str, impor
     result = lint(tmp_path)
     assert result.returncode != 0
     assert f"{contract} BROKEN" in result.stdout, result.stdout
+
+
+def test_every_repository_is_protected_for_its_own_domain() -> None:
+    """A domain's repository (its own queries) has a contract saying that only its
+    package imports it: a new domain cannot forget one."""
+    import tomllib
+
+    contracts = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
+    protected = {
+        (tuple(c["protected_modules"]), tuple(c["allowed_importers"])) for c in contracts if c["type"] == "protected"
+    }
+    repositories = sorted(
+        ".".join(path.relative_to(REPO).with_suffix("").parts)
+        for top in ("service", "reflectors", "domain")
+        for path in (REPO / top).rglob("repository.py")
+    )
+    assert repositories  # the scan found the tree
+    for module in repositories:
+        domain = module.rsplit(".", 1)[0]
+        assert ((module,), (domain,)) in protected, f"{module} has no protected contract for {domain}"
 
 
 def test_client_imports_without_server_packages() -> None:

@@ -13,7 +13,7 @@ from reflectors.llm_client.budget import InMemoryTokenBudget, Reservation, SqlTo
 from reflectors.llm_client.client import LLMClient, LLMResult
 from reflectors.llm_client.errors import LLMBudgetExceeded, LLMError, LLMOutputError, LLMRequestError, LLMUnavailable
 from reflectors.llm_client.json_schema import response_format, strict_json_schema
-from reflectors.llm_client.settings import LLMSettings
+from service.settings import LLMSettings
 
 __all__ = [
     "InMemoryTokenBudget",

@@ -31,7 +31,7 @@ from reflectors.llm_client.answers import (
 from reflectors.llm_client.budget import InMemoryTokenBudget, TokenBudget, estimate_tokens
 from reflectors.llm_client.errors import LLMOutputError, LLMRequestError, LLMUnavailable
 from reflectors.llm_client.json_schema import response_format
-from reflectors.llm_client.settings import LLMSettings
+from service.settings import LLMSettings
 
 log = logging.getLogger("reflexa.llm")
 

@@ -8,9 +8,10 @@ import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from domain.settings import LLMReflectionSettings, NamespaceSettings, read_settings
+from domain.settings import LLMReflectionSettings, NamespaceSettings
 from domain.steps import step_mapping
 from reflectors.prompts.steps import render_steps
+from service.namespaces.stored import read_settings
 from store import trajectories as trajectories_repo
 from store.database import Database
 from store.models import Step, Trajectory

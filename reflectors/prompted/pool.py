@@ -28,9 +28,10 @@ from sqlalchemy.orm import Session
 from domain import llm_pool
 from domain.reflections import ReflectionDraft
 from domain.settings import LLMReflectionSettings
+from reflectors import repository as reflector_queries
 from reflectors.embed import write_vectors
 from store import evidence as evidence_repo
-from store import index_feed, reflector_queries
+from store import index_feed
 from store import reflections as repo
 from store.models import Reflection, Trajectory
 

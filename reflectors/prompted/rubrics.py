@@ -22,7 +22,7 @@ from sqlalchemy.orm import Session
 
 from domain.jobs import Dedup, Lane, Priority, declare
 from domain.reflections import ReflectionDraft
-from domain.settings import NamespaceSettings, read_settings
+from domain.settings import NamespaceSettings
 from domain.state_text import task_query_text
 from reflectors.embed import encode_texts, write_vectors
 from reflectors.llm_client import LLMClient
@@ -32,6 +32,7 @@ from reflectors.prompts import load_prompt
 from reflectors.prompts.steps import render_outcome
 from reflectors.registry import Reflector, register
 from reflectors.worker import JobView, Write
+from service.namespaces.stored import read_settings
 from store import evidence as evidence_repo
 from store import index_feed
 from store import reflections as repo

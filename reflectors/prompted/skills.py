@@ -20,6 +20,7 @@ from sqlalchemy.orm import Session
 
 from domain.jobs import Dedup, Lane, Priority, declare
 from domain.settings import NamespaceSettings
+from reflectors import repository as reflector_queries
 from reflectors.embed import encode_texts
 from reflectors.llm_client import LLMClient
 from reflectors.llm_client.schemas import SkillItem, SkillsOut
@@ -30,7 +31,6 @@ from reflectors.prompts.steps import render_outcome
 from reflectors.registry import Reflector, register
 from reflectors.worker import JobView, Write
 from store import evidence as evidence_repo
-from store import reflector_queries
 from store.database import Database
 from store.embedding.base import Embedder
 from store.models import Trajectory

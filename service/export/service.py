@@ -27,15 +27,15 @@ from domain.errors import InvalidInput
 from domain.hashing import task_hash
 from service.auth import Permission, Principal
 from service.distill.contexts.schemas import TeacherSpec
+from service.export import repository as repo
 from service.export import rows as build
 from service.export.formats import jsonl_chunks, parquet_chunks
+from service.export.repository import MAX_IN, ExportFilters
 from service.export.schemas import MEDIA_TYPES, ROW_GROUP_ROWS, SCHEMAS, ExportQuery
 from service.namespaces.service import NamespaceService
 from service.settings import Limits
 from service.snapshots.service import SnapshotService
-from store import exports as repo
 from store.database import Database
-from store.exports import MAX_IN, ExportFilters
 
 if TYPE_CHECKING:
     from service.distill.contexts.service import DistillService

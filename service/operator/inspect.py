@@ -15,6 +15,8 @@ from domain.errors import NotFound
 from domain.reflections import KINDS
 from service.auth import Permission, Principal
 from service.namespaces.service import NamespaceService
+from service.operator import repository as repo
+from service.operator.repository import LoggedRetrieval, ServedDay
 from service.pagination import decode_pair_cursor, encode_pair_cursor
 from service.reflections.schemas import ReflectionRead, ReflectionVersionRead
 from service.reflections.service import ReflectionService
@@ -24,9 +26,7 @@ from service.retrieval.service import RetrievalService
 from service.trajectories.schemas import State, TrajectoryRead
 from service.trajectories.service import TrajectoryService
 from store import reflections as reflection_repo
-from store import retrieval_log as repo
 from store.database import Database
-from store.retrieval_log import LoggedRetrieval, ServedDay
 
 EPISODE_RETRIEVALS = 500  # at most this many retrievals shown with one episode
 SEARCH_K = 20

@@ -10,12 +10,11 @@ from typing import TYPE_CHECKING
 from domain.reflections import KINDS, STATUSES
 from service.auth import Permission, Principal
 from service.namespaces.service import NamespaceService
+from service.operator import repository as repo
+from service.operator.repository import DayCount, QueueRow
 from service.retrieval import ranking
-from store import overview as repo
-from store import review as review_repo
 from store.database import Database
 from store.models import utcnow
-from store.overview import DayCount, QueueRow
 
 if TYPE_CHECKING:
     from service.operator.review import ReviewRuleFactory
@@ -115,6 +114,6 @@ class OverviewService:
                 latency_sample=len(latencies),
                 baseline=baseline,
                 outcomes=total,
-                review_count=review_repo.count_review_queue(session, ns, self.review_rule(baseline)),
+                review_count=repo.count_review_queue(session, ns, self.review_rule(baseline)),
                 frozen=self.namespaces.is_frozen(session, ns),
             )

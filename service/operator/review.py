@@ -11,13 +11,13 @@ from sqlalchemy.orm import Session
 from domain.errors import Conflict, InvalidInput
 from service.auth import Permission, Principal
 from service.namespaces.service import NamespaceService
+from service.operator import repository as repo
+from service.operator.repository import ReviewEntry, ReviewRule
 from service.pagination import decode_pair_cursor, encode_pair_cursor
 from service.reflections.service import ReflectionService
 from service.retrieval import ranking
 from store import reflections as reflection_repo
-from store import review as repo
 from store.database import Database
-from store.review import ReviewEntry, ReviewRule
 
 Decision = Literal["approve", "retire", "keep"]
 DECISIONS: tuple[Decision, ...] = ("approve", "retire", "keep")

@@ -8,7 +8,7 @@ from sqlalchemy.orm import Session
 from domain.errors import Conflict, InvalidInput
 from domain.jobs import REFLECTION_EMBED
 from service.auth import Permission, Principal
-from service.limits import LimitChecker
+from service.limits.checks import LimitChecker
 from service.namespaces.service import NamespaceService
 from service.pagination import keyset_page
 from service.reflections.schemas import ReflectionPage, ReflectionRead, ReflectionUpdate, ReflectionVersionRead

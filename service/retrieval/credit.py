@@ -13,7 +13,7 @@ from __future__ import annotations
 from sqlalchemy.orm import Session
 
 from domain.errors import Conflict, InvalidInput
-from domain.settings import read_settings
+from service.namespaces.stored import read_settings
 from service.retrieval.schemas import RetrievalOutcomeCreate, RetrievalOutcomeRead
 from store import namespaces as ns_repo
 from store import retrievals as repo

@@ -22,7 +22,7 @@ from domain.hashing import task_hash
 from domain.reflections import TASK_KEYED
 from domain.settings import NamespaceSettings, parse_settings
 from service.auth import Permission, Principal
-from service.limits import LimitChecker
+from service.limits.checks import LimitChecker
 from service.namespaces.service import NamespaceService
 from service.retrieval import ranking
 from service.retrieval.candidates import CandidateSearch, Hits, Query

@@ -21,8 +21,8 @@ from domain.errors import NotFound
 from service.auth import Permission, Principal, hash_key
 from service.namespaces.service import NamespaceService
 from service.pagination import keyset_page
+from service.rubrics import repository as repo
 from service.rubrics.schemas import CapabilityCreate, CapabilityCreated, CapabilityPage, CapabilityRead
-from store import rubrics as repo
 from store.database import Database
 from store.models import utcnow
 

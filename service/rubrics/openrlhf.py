@@ -17,7 +17,7 @@ is the item's ground truth for `{{label}}` (a null or empty label is no label).
 from __future__ import annotations
 
 from domain.errors import InvalidInput
-from domain.rubric_checks import MISSING
+from service.rubrics.checks import MISSING
 from service.rubrics.schemas import OpenRLHFRequest, OpenRLHFResponse
 from service.rubrics.service import ItemSpec, RubricService, Scored
 from service.trajectories.schemas import State, StepCreate, TrajectoryCreate

@@ -4,9 +4,9 @@ or a batch (a rollout group).
 
 One short read loads the rubric and the stored trajectories with their steps; the
 session is closed before any LLM call. Rule criteria are decided by the pure rule
-engine (domain/rubric_checks.py), judged criteria by the process's `RubricJudge`
+engine (service/rubrics/checks.py), judged criteria by the process's `RubricJudge`
 (an LLM through reflectors/llm_client, built by the container), all of a batch's
-judge calls at once; scoring is domain/rubric_scores.py.
+judge calls at once; scoring is service/rubrics/scores.py.
 
 With no LLM configured, a judged criterion is a 503 naming it (`criteria[i]`, rule
 `no_llm`) unless the request says `skip_judged`: then it is scored as method
@@ -25,13 +25,13 @@ from sqlalchemy.orm import Session
 from domain.errors import Conflict, InvalidInput, NotFound, Unavailable
 from domain.jobs import REFLECTION_EMBED
 from domain.reflections import ReflectionDraft
-from domain.rubric_checks import MISSING, Episode, StepView
-from domain.rubric_scores import RubricJudge, RubricScore, Verdict, judge_tasks, score_episode
-from domain.rubrics import KIND, Criterion, needs_label, parse_criteria, rubric_text, stage_name
 from service.auth import Permission, Principal
-from service.limits import LimitChecker
+from service.limits.checks import LimitChecker
 from service.namespaces.service import NamespaceService
+from service.rubrics import repository as repo
 from service.rubrics.capabilities import CapabilityService
+from service.rubrics.checks import MISSING, Episode, StepView
+from service.rubrics.content import KIND, Criterion, needs_label, parse_criteria, rubric_text, stage_name
 from service.rubrics.schemas import (
     CriterionCreate,
     CriterionRead,
@@ -45,10 +45,10 @@ from service.rubrics.schemas import (
     ScoreRequest,
     StageScoreRead,
 )
+from service.rubrics.scores import RubricJudge, RubricScore, Verdict, judge_tasks, score_episode
 from service.snapshots.service import SnapshotService
 from service.trajectories.schemas import TrajectoryCreate
 from store import reflections as reflections_repo
-from store import rubrics as repo
 from store.database import Database
 
 API_REFLECTOR = "api"  # the `reflector` of a rubric created through POST …/rubrics

@@ -6,8 +6,8 @@ from fastapi import APIRouter, Query
 
 from service.deps import PageLimit, PrincipalDep, ServicesDep
 from service.params import Ns
+from service.tasks.repository import TaskFilters
 from service.tasks.schemas import SortOrder, TaskGroupBy, TaskSort, TaskStatsPage
-from store.tasks import TaskFilters
 
 router = APIRouter(prefix="/v1/namespaces/{ns}/tasks", tags=["tasks"])
 

@@ -8,7 +8,7 @@ from typing import Literal
 from pydantic import Field
 
 from domain.schemas import Page, ResponseModel
-from store.tasks import TaskSort
+from service.tasks.repository import TaskSort
 
 __all__ = ["SortOrder", "TaskGroupBy", "TaskSort", "TaskStatsPage", "TaskStatsRead"]
 

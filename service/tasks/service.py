@@ -18,10 +18,10 @@ from domain.errors import InvalidInput
 from service.auth import Permission, Principal
 from service.namespaces.service import NamespaceService
 from service.snapshots.service import SnapshotService
+from service.tasks import repository as repo
+from service.tasks.repository import NULLABLE_SORTS, TaskFilters, TaskPosition, TaskStats
 from service.tasks.schemas import SortOrder, TaskGroupBy, TaskSort, TaskStatsPage, TaskStatsRead
-from store import tasks as repo
 from store.database import Database
-from store.tasks import NULLABLE_SORTS, TaskFilters, TaskPosition, TaskStats
 
 
 def _bad_cursor() -> InvalidInput:

@@ -2,7 +2,8 @@
 client-supplied ids (service.trajectories.ingest says how), atomic per request.
 
 Closing a trajectory (outcome) queues its `trajectory.closed` job in the same
-transaction and credits the retrievals the episode used.
+transaction; what closing and deleting mean to other domains (crediting the
+retrievals an episode used, the LLM pools' votes) is declared in service/hooks.py.
 """
 
 from __future__ import annotations
@@ -12,15 +13,14 @@ from collections.abc import Callable
 
 from sqlalchemy.orm import Session
 
-from domain import llm_pool
 from domain.consistency import NOTHING_QUEUED, encode_token
 from domain.errors import Conflict, InvalidInput
 from domain.jobs import TRAJECTORY_CLOSED
+from service import hooks
 from service.auth import Permission, Principal
-from service.limits import LimitChecker
+from service.limits.checks import LimitChecker
 from service.namespaces.service import NamespaceService
 from service.pagination import keyset_page
-from service.retrieval.credit import credit_closed_episode
 from service.trajectories import ingest
 from service.trajectories.schemas import (
     BatchItemResult,
@@ -158,7 +158,7 @@ class TrajectoryService:
         fetched = repo.read_trajectories_by_ids(session, ns, ids)
         for id_ in ids:
             if id_ in pks and fetched[id_].status == "closed":
-                credit_closed_episode(session, ns, fetched[id_])
+                hooks.trajectory_closed(session, ns, fetched[id_])
         return [(fetched[id_], id_ in pks) for id_ in ids], job_ids
 
     @staticmethod
@@ -216,7 +216,7 @@ class TrajectoryService:
             else:
                 repo.update_trajectory(session, traj.pk, status="closed", closed_at=utcnow(), **values)
                 session.refresh(traj)
-                credit_closed_episode(session, ns, traj)
+                hooks.trajectory_closed(session, ns, traj)
             job_ids = [self._enqueue_closed(session, ns, traj.pk, traj.id)]
             return TrajectoryWritten.from_row(traj, consistency_token=encode_token(job_ids))
 
@@ -230,7 +230,7 @@ class TrajectoryService:
         def work(session: Session) -> TrajectoryDeleted:
             traj = self._get_or_404(session, ns, id, for_update=True)
             steps, reflections, voted = repo.delete_trajectory(session, traj)
-            llm_pool.refresh_importance(session, voted)  # its votes go with its evidence
+            hooks.trajectory_deleted(session, ns, voted)  # its votes go with its evidence
             return TrajectoryDeleted(id=id, deleted_steps=steps, deleted_reflections=reflections)
 
         return self.db.run_write(work)

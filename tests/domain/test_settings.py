@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from domain.settings import NamespaceSettings, parse_settings, read_settings
+from domain.settings import NamespaceSettings, parse_settings
+from service.namespaces.stored import read_settings
 from store.models import Namespace, utcnow
 from tests.fixtures import make_db
 

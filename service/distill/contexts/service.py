@@ -21,7 +21,7 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from domain.errors import InvalidInput, NotFound, Unavailable
-from domain.settings import NamespaceSettings, parse_settings, read_settings
+from domain.settings import NamespaceSettings, parse_settings
 from service.auth import Permission, Principal
 from service.distill import repository as repo
 from service.distill.contexts import builders, render
@@ -44,8 +44,9 @@ from service.distill.contexts.schemas import (
     TrajectoryContexts,
 )
 from service.distill.contexts.templates import ContextTemplate, TemplateError, available, load_template
-from service.limits import LimitChecker
+from service.limits.checks import LimitChecker
 from service.namespaces.service import NamespaceService
+from service.namespaces.stored import read_settings
 from service.retrieval.schemas import RetrievedItem, RetrieveFilters, RetrieveRequest
 from service.retrieval.service import RetrievalService
 from service.snapshots.service import SnapshotService

@@ -38,7 +38,7 @@ from service.distill.teacher.schemas import (
     TopLogprob,
 )
 from service.distill.teacher.tokenize import EndpointTokenizer, TextTokenizer, TokenizerFiles
-from service.limits import LimitChecker
+from service.limits.checks import LimitChecker
 from service.namespaces.service import NamespaceService
 from service.settings import TeacherSettings
 from store.database import Database

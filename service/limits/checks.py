@@ -1,7 +1,7 @@
 """Input limits that depend on meaning and settings, checked after the schema has
 parsed: the size and depth of structured JSON values, steps per request, items
 per batch. (What storage cannot hold at all, in any field, is refused earlier by
-service.storable, for every route.)"""
+service.limits.storable, for every route.)"""
 
 from __future__ import annotations
 

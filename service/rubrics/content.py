@@ -1,7 +1,7 @@
 """Rubrics: weighted criteria for judging a trajectory or one of its stages
 (RubricEM, CRPO). This module reads and checks a rubric's criteria; the rule engine
-is in domain/rubric_checks.py and the scoring (weights, stages, judged verdicts) in
-domain/rubric_scores.py. Pure: no I/O.
+is in service/rubrics/checks.py and the scoring (weights, stages, judged verdicts) in
+service/rubrics/scores.py. Pure: no I/O.
 
 A rubric is a reflection of kind `rubric`; its content is
 

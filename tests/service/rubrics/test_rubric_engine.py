@@ -1,4 +1,4 @@
-"""The rubric rule engine and scoring (domain/rubrics.py, rubric_checks.py,
+"""The rubric rule engine and scoring (service/rubrics/content.py, rubric_checks.py,
 rubric_scores.py), by hand and by property: every check type and scope, negation,
 the `{{label}}` placeholder, the weighted reward, stage-wise scores, what a judge
 is asked, the rubrics reflector's older content shape, and every validation rule
@@ -13,9 +13,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from domain.errors import InvalidInput
-from domain.rubric_checks import MISSING, Episode, StepView, as_json, evaluate, number_in_text, tool_names
-from domain.rubric_scores import Verdict, judge_tasks, score_episode
-from domain.rubrics import normalise_check, parse_criteria, parse_json_path, rubric_text
+from service.rubrics.checks import MISSING, Episode, StepView, as_json, evaluate, number_in_text, tool_names
+from service.rubrics.content import normalise_check, parse_criteria, parse_json_path, rubric_text
+from service.rubrics.scores import Verdict, judge_tasks, score_episode
 
 
 def ep(*steps: StepView, final_answer: Any = None, label: Any = MISSING) -> Episode:

@@ -1,4 +1,4 @@
-"""The rule engine of rubrics: a normalised check (domain/rubrics.py) against a
+"""The rule engine of rubrics: a normalised check (service/rubrics/content.py) against a
 trajectory, pass or fail with a one-line rationale. Pure: no I/O.
 
 What a check reads (its `scope`):
@@ -34,7 +34,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from domain.rubrics import LABEL, label_text
+from service.rubrics.content import LABEL, label_text
 
 MISSING: Any = object()  # no label was given
 _NUMBER = re.compile(r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?")

@@ -18,7 +18,7 @@ from tokenizers import Tokenizer
 
 from migrations import upgrade
 from tests.conftest import LiveServer, start_server
-from tests.distill.teacher.teacher_servers import TeacherServer, TinyLM, serve, write_tokenizer
+from tests.service.distill.teacher.teacher_servers import TeacherServer, TinyLM, serve, write_tokenizer
 
 TOL = 1e-5
 

@@ -141,7 +141,7 @@ def test_grpo_by_hand(client: TestClient) -> None:
 
 
 def test_step_shaping_by_hand(client: TestClient) -> None:
-    # tests/distill/signals/test_advantages_step_shaping.py: g = [0.3, -3.0, -0.6], d = [0.15, -0.5, -0.3],
+    # tests/service/distill/signals/test_advantages_step_shaping.py: g = [0.3, -3.0, -0.6], d = [0.15, -0.5, -0.3],
     # budget 0.5 < 0.95: d·0.5/0.95; A = 2 -> [2.157895, 2.157895, 1.473684, 0, 1.684211]
     student = [-1.0] * 5
     teacher = [-0.8, -0.6, -4.0, 8.0, -1.6]
@@ -295,7 +295,7 @@ def test_non_finite_numbers_are_refused_with_their_path(client: TestClient, lite
 
 
 def test_the_entropy_rule_through_the_api(client: TestClient) -> None:
-    # tests/distill/signals/test_advantages_token_signal.py: top-2 teacher [0.4, 0.4] (H = ln 2 > 0.5), the
+    # tests/service/distill/signals/test_advantages_token_signal.py: top-2 teacher [0.4, 0.4] (H = ln 2 > 0.5), the
     # student's [0.6, 0.2] of those tokens: forward KL 0.143841, r = 0.3 - 0.143841; the second
     # trajectory sends only entropies: r·τ/H = 1.0·0.5/2
     body = small_batch()

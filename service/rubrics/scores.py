@@ -1,5 +1,5 @@
 """Scoring a trajectory with a rubric: rule criteria through the rule engine
-(domain/rubric_checks.py), judged ones from the verdicts of an LLM judge, combined
+(service/rubrics/checks.py), judged ones from the verdicts of an LLM judge, combined
 into the weighted reward, whole and per stage (RubricEM). Pure: no I/O; the judge
 is reached through the `RubricJudge` protocol, and what it is asked is planned
 here (`judge_tasks`).
@@ -25,8 +25,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Literal, Protocol
 
-from domain.rubric_checks import Episode, evaluate
-from domain.rubrics import Criterion
+from service.rubrics.checks import Episode, evaluate
+from service.rubrics.content import Criterion
 
 Method = Literal["rule", "llm", "skipped"]
 

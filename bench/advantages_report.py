@@ -222,7 +222,8 @@ def render_markdown(report: Report) -> str:
         "",
         "### Teacher scoring (POST …/distill/teacher_logprobs)",
         "",
-        "The teacher: `tests/service/distill/teacher/teacher_servers.py`'s tiny vLLM-protocol server (a random 2-layer Llama, "
+        "The teacher: `tests/service/distill/teacher/teacher_servers.py`'s tiny vLLM-protocol server "
+        "(a random 2-layer Llama, "
         "64-token vocabulary, one CPU thread, one sequence at a time under a lock; it answers every prompt "
         f"position) in a process of its own (`bench/advantages_teacher.py`). A batch of {t['items']} items × "
         f"{t['continuation']} continuation tokens (token ids) after {t['context']}-token contexts, as token ids, "

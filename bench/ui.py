@@ -112,7 +112,7 @@ def floors(database_url: str) -> tuple[dict[str, Callable[[], Any]], dict[str, s
     from store.database import Database
     from store.models import Reflection, Retrieval, Trajectory
     from store.reflections import ReflectionFilters
-    from store.trajectories import TrajectoryFilters
+    from store.trajectory_reader import TrajectoryFilter
 
     db = Database(database_url)
     with db.read() as s:
@@ -180,11 +180,11 @@ def floors(database_url: str) -> tuple[dict[str, Callable[[], Any]], dict[str, s
     cases: dict[str, Callable[[], Any]] = {
         "overview": read(overview_queries),
         "trajectories": read(
-            lambda s: traj_repo.list_trajectories(s, NS, TrajectoryFilters(), before_pk=None, limit=PAGE + 1)
+            lambda s: traj_repo.list_trajectories(s, NS, TrajectoryFilter(), before_pk=None, limit=PAGE + 1)
         ),
         "trajectories, failed in one environment": read(
             lambda s: traj_repo.list_trajectories(
-                s, NS, TrajectoryFilters(environment=env, success=False), before_pk=None, limit=PAGE + 1
+                s, NS, TrajectoryFilter(environment=env, success=False), before_pk=None, limit=PAGE + 1
             )
         ),
         "trajectory (20 steps, its retrievals)": read(trajectory_detail),

@@ -1,5 +1,5 @@
-"""The fields of a step, written once: what ingest stores, what reads return and
-what prompts show are built from this list.
+"""A step's fields (STEP_FIELDS, written once in store.trajectory_reader) as ingest
+stores them and as prompts and read models show them.
 
 Names are the stored ones (store.models.Step): `observation` and `state_data` are
 the API's `state.observation` and `state.data`; `metadata` is the column the ORM
@@ -10,20 +10,8 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-# Content fields in the order they are shown; `index` is the position, not content.
-STEP_FIELDS: tuple[str, ...] = (
-    "observation",
-    "state_data",
-    "internal_state",
-    "action",
-    "result",
-    "error",
-    "reward",
-    "done",
-    "truncated",
-    "caused_failure",
-    "metadata",
-)
+from store.trajectory_reader import STEP_FIELDS
+
 _ATTRIBUTE = {"metadata": "metadata_"}
 
 

@@ -4,8 +4,6 @@ flush; the caller commits."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 from sqlalchemy import delete, func, insert, select, update
@@ -13,19 +11,7 @@ from sqlalchemy.orm import Session
 
 from store.evidence import delete_trajectory_evidence
 from store.models import Job, Step, Trajectory, utcnow
-
-
-@dataclass(frozen=True)
-class TrajectoryFilters:
-    environment: str | None = None
-    agent: str | None = None
-    task_hash: str | None = None
-    policy_version: str | None = None
-    group_id: str | None = None
-    status: str | None = None
-    success: bool | None = None
-    created_after: datetime | None = None
-    created_before: datetime | None = None
+from store.trajectory_reader import TrajectoryFilter
 
 
 def read_trajectory(session: Session, namespace: str, id: str, *, for_update: bool = False) -> Trajectory | None:
@@ -98,29 +84,13 @@ def list_steps_for(session: Session, trajectory_pks: Sequence[int]) -> dict[int,
 def list_trajectories(
     session: Session,
     namespace: str,
-    filters: TrajectoryFilters,
+    filters: TrajectoryFilter,
     *,
     before_pk: int | None,
     limit: int,
 ) -> list[Trajectory]:
     """Newest first; keyset pagination on the surrogate key (stable under inserts)."""
-    stmt = select(Trajectory).where(Trajectory.namespace == namespace)
-    f = filters
-    for column, value in (
-        (Trajectory.environment, f.environment),
-        (Trajectory.agent, f.agent),
-        (Trajectory.task_hash, f.task_hash),
-        (Trajectory.policy_version, f.policy_version),
-        (Trajectory.group_id, f.group_id),
-        (Trajectory.status, f.status),
-        (Trajectory.success, f.success),
-    ):
-        if value is not None:
-            stmt = stmt.where(column == value)
-    if f.created_after is not None:
-        stmt = stmt.where(Trajectory.created_at >= f.created_after)
-    if f.created_before is not None:
-        stmt = stmt.where(Trajectory.created_at < f.created_before)
+    stmt = select(Trajectory).where(Trajectory.namespace == namespace, *filters.clauses(Trajectory.__table__.c))
     if before_pk is not None:
         stmt = stmt.where(Trajectory.pk < before_pk)
     return list(session.scalars(stmt.order_by(Trajectory.pk.desc()).limit(limit)))

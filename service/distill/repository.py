@@ -1,7 +1,8 @@
 """Reads behind teacher contexts (service/distill): trajectories and their steps,
-rollout-group members, a task's evidence card, earlier attempts at a task and the
-sources of retrieved items, each through the snapshot views, so one query serves
-live reads and reads pinned to a snapshot (`snapshot_pk` None = live).
+rollout-group members and earlier attempts at a task (through store.trajectory_reader),
+a task's evidence card and the sources of retrieved items, each through the
+snapshot views, so one query serves live reads and reads pinned to a snapshot
+(`snapshot_pk` None = live).
 
 Rows leave as plain frozen records: the caller closes its session before it
 builds anything from them.
@@ -10,15 +11,16 @@ builds anything from them.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import or_, select
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from store.models import Step
-from store.snapshots import evidence_view, reflection_view, steps_of, trajectory_view
+from store import trajectory_reader as reader
+from store.snapshots import evidence_view, reflection_view
+from store.trajectory_reader import TrajectoryFilter
 
 
 @dataclass(frozen=True)
@@ -69,66 +71,21 @@ class CardRecord:
     sources: tuple[Source, ...]
 
 
-def _record(row: Any) -> TrajectoryRecord:
-    return TrajectoryRecord(
-        pk=row.pk,
-        id=row.id,
-        task=row.task,
-        task_hash=row.task_hash,
-        group_id=row.group_id,
-        parent_trajectory_id=row.parent_trajectory_id,
-        attempt=row.attempt,
-        status=row.status,
-        success=row.success,
-        reward=row.reward,
-        failure_reason=row.failure_reason,
-        step_count=row.step_count,
-        created_at=row.created_at,
-    )
+_TRAJECTORY_COLUMNS = tuple(f.name for f in fields(TrajectoryRecord))
 
 
 def read_trajectories(
     session: Session, namespace: str, snapshot_pk: int | None, ids: Sequence[str]
 ) -> dict[str, TrajectoryRecord]:
     """id -> the trajectory as the view holds it (absent: unknown, or created after the snapshot)."""
-    if not ids:
-        return {}
-    tv = trajectory_view(namespace, snapshot_pk)
-    rows = session.execute(select(tv).where(tv.c.id.in_(sorted(set(ids)))))
-    return {row.id: _record(row) for row in rows}
+    return reader.read_trajectory_records(session, namespace, snapshot_pk, ids, TrajectoryRecord)
 
 
 def list_steps(
     session: Session, namespace: str, snapshot_pk: int | None, trajectory_pks: Sequence[int]
 ) -> dict[int, list[StepRecord]]:
     """trajectory pk -> its steps in order (under a snapshot, only those that existed then)."""
-    out: dict[int, list[StepRecord]] = {pk: [] for pk in trajectory_pks}
-    if not trajectory_pks:
-        return out
-    tv = trajectory_view(namespace, snapshot_pk)
-    stmt = (
-        select(Step)
-        .join(tv, steps_of(tv))
-        .where(tv.c.pk.in_(sorted(set(trajectory_pks))))
-        .order_by(Step.trajectory_pk, Step.index)
-    )
-    for s in session.scalars(stmt):
-        out[s.trajectory_pk].append(
-            StepRecord(
-                index=s.index,
-                observation=s.observation,
-                state_data=s.state_data,
-                internal_state=s.internal_state,
-                action=s.action,
-                result=s.result,
-                error=s.error,
-                reward=s.reward,
-                done=s.done,
-                truncated=s.truncated,
-                caused_failure=s.caused_failure,
-            )
-        )
-    return out
+    return reader.read_step_records(session, namespace, snapshot_pk, trajectory_pks, StepRecord)
 
 
 def list_group_members(
@@ -138,11 +95,10 @@ def list_group_members(
     out: dict[str, list[str]] = {g: [] for g in group_ids}
     if not group_ids:
         return out
-    tv = trajectory_view(namespace, snapshot_pk)
-    stmt = select(tv.c.group_id, tv.c.id).where(tv.c.group_id.in_(sorted(set(group_ids)))).order_by(tv.c.id)
-    for group_id, id_ in session.execute(stmt):
-        out[group_id].append(id_)
-    return out
+    where = TrajectoryFilter(group_ids=tuple(group_ids))
+    for row in reader.read_trajectories(session, namespace, snapshot_pk, where, columns=("group_id", "id")):
+        out[row["group_id"]].append(row["id"])
+    return {g: sorted(ids) for g, ids in out.items()}
 
 
 def list_reflection_sources(
@@ -193,13 +149,20 @@ def list_earlier_attempts(
 ) -> list[TrajectoryRecord]:
     """Closed trajectories of the task stored before `before_pk` (None: any), without
     the excluded ids and groups, newest first."""
-    tv = trajectory_view(namespace, snapshot_pk)
-    stmt = select(tv).where(tv.c.task_hash == task_hash, tv.c.status == "closed")
-    if before_pk is not None:
-        stmt = stmt.where(tv.c.pk < before_pk)
-    if exclude_ids:
-        stmt = stmt.where(tv.c.id.not_in(sorted(set(exclude_ids))))
-    if exclude_group_ids:
-        stmt = stmt.where(or_(tv.c.group_id.is_(None), tv.c.group_id.not_in(sorted(set(exclude_group_ids)))))
-    rows = session.execute(stmt.order_by(tv.c.pk.desc()).limit(limit))
-    return [_record(row) for row in rows]
+    where = TrajectoryFilter(
+        task_hash=task_hash,
+        status="closed",
+        exclude_ids=tuple(sorted(set(exclude_ids))),
+        exclude_group_ids=tuple(sorted(set(exclude_group_ids))),
+    )
+    rows = reader.read_trajectories(
+        session,
+        namespace,
+        snapshot_pk,
+        where,
+        columns=_TRAJECTORY_COLUMNS,
+        before_pk=before_pk,
+        newest_first=True,
+        limit=limit,
+    )
+    return [TrajectoryRecord(**row) for row in rows]

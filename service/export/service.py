@@ -30,12 +30,16 @@ from service.distill.contexts.schemas import TeacherSpec
 from service.export import repository as repo
 from service.export import rows as build
 from service.export.formats import jsonl_chunks, parquet_chunks
-from service.export.repository import MAX_IN, ExportFilters
 from service.export.schemas import MEDIA_TYPES, ROW_GROUP_ROWS, SCHEMAS, ExportQuery
 from service.namespaces.service import NamespaceService
 from service.settings import Limits
 from service.snapshots.service import SnapshotService
+from store import trajectory_reader as reader
 from store.database import Database
+from store.trajectory_reader import MAX_IN, STEP_COLUMNS, TrajectoryFilter
+
+# Exports carry a step's content but not its metadata.
+EXPORTED_STEP_COLUMNS = tuple(c for c in STEP_COLUMNS if c != "metadata")
 
 if TYPE_CHECKING:
     from service.distill.contexts.service import DistillService
@@ -172,8 +176,8 @@ class ExportService:
             )
 
     @staticmethod
-    def _filters(query: ExportQuery) -> ExportFilters:
-        return ExportFilters(
+    def _filters(query: ExportQuery) -> TrajectoryFilter:
+        return TrajectoryFilter(
             environment=query.environment,
             agent=query.agent,
             policy_version=query.policy_version,
@@ -200,12 +204,12 @@ class ExportService:
 
     # -- batched reads ---------------------------------------------------------------
 
-    def _trajectory_batches(self, source: _Source, filters: ExportFilters) -> Iterator[list[Row]]:
+    def _trajectory_batches(self, source: _Source, filters: TrajectoryFilter) -> Iterator[list[Row]]:
         """Matching trajectories, a keyset batch per read unit."""
         after: int | None = None
         while True:
             with self.db.read() as session:
-                batch = repo.read_trajectory_batch(
+                batch = reader.read_trajectories(
                     session,
                     source.namespace,
                     source.snapshot_pk,
@@ -221,7 +225,7 @@ class ExportService:
 
     def _steps(self, source: _Source, pks: Sequence[int]) -> dict[int, list[Row]]:
         with self.db.read() as session:
-            return repo.read_steps(session, source.namespace, source.snapshot_pk, pks)
+            return reader.read_steps(session, source.namespace, source.snapshot_pk, pks, columns=EXPORTED_STEP_COLUMNS)
 
     def _with_steps(self, source: _Source, batch: Sequence[Row]) -> Iterator[tuple[Row, list[Row]]]:
         """The batch's trajectories with their steps, read about `batch_steps` at a time."""
@@ -231,22 +235,24 @@ class ExportService:
             for t in chunk:
                 yield t, steps.pop(t["pk"])  # let each go once written: one chunk is held, not two
 
-    def _all_with_steps(self, source: _Source, filters: ExportFilters) -> Iterator[tuple[Row, list[Row]]]:
+    def _all_with_steps(self, source: _Source, filters: TrajectoryFilter) -> Iterator[tuple[Row, list[Row]]]:
         for batch in self._trajectory_batches(source, filters):
             yield from self._with_steps(source, batch)
 
     # -- datasets ----------------------------------------------------------------------
 
-    def _trajectory_rows(self, source: _Source, filters: ExportFilters) -> Iterator[dict[str, Any]]:
+    def _trajectory_rows(self, source: _Source, filters: TrajectoryFilter) -> Iterator[dict[str, Any]]:
         for t, steps in self._all_with_steps(source, filters):
             yield build.trajectory_row(t, steps)
 
-    def _sft_rows(self, source: _Source, filters: ExportFilters, *, history: int | None) -> Iterator[dict[str, Any]]:
+    def _sft_rows(self, source: _Source, filters: TrajectoryFilter, *, history: int | None) -> Iterator[dict[str, Any]]:
         successful = dataclasses.replace(filters, status="closed", success=True)
         for t, steps in self._all_with_steps(source, successful):
             yield from build.sft_rows(t, steps, history=history)
 
-    def _teacher_sft_rows(self, source: _Source, filters: ExportFilters, spec: TeacherSpec) -> Iterator[dict[str, Any]]:
+    def _teacher_sft_rows(
+        self, source: _Source, filters: TrajectoryFilter, spec: TeacherSpec
+    ) -> Iterator[dict[str, Any]]:
         """SFT rows whose prompt is a teacher context built by service/distill: one
         call per chunk of trajectories (within its per-request limits; a trajectory
         longer than that in windows of its steps), the step's action as the answer."""
@@ -287,7 +293,7 @@ class ExportService:
                                 item_ids=teacher.item_ids if teacher.applicable else (),
                             )
 
-    def _tasks(self, source: _Source, filters: ExportFilters) -> Iterator[str]:
+    def _tasks(self, source: _Source, filters: TrajectoryFilter) -> Iterator[str]:
         after: str | None = None
         while True:
             with self.db.read() as session:
@@ -305,7 +311,7 @@ class ExportService:
             after = batch[-1]
 
     def _preference_rows(
-        self, source: _Source, filters: ExportFilters, *, cap: int, hints: bool
+        self, source: _Source, filters: TrajectoryFilter, *, cap: int, hints: bool
     ) -> Iterator[dict[str, Any]]:
         """Task by task: group its closed trajectories' steps by state, pair actions
         of successful and failed ones, attach the heuristic that explains the pair."""
@@ -333,18 +339,21 @@ class ExportService:
                     by_trajectory[e["trajectory_pk"]].append(e)
         return by_trajectory
 
-    def _attempt_rows(self, source: _Source, filters: ExportFilters) -> Iterator[dict[str, Any]]:
+    def _attempt_rows(self, source: _Source, filters: TrajectoryFilter) -> Iterator[dict[str, Any]]:
         """Closed retries (they name the attempt they follow) with that closed
         earlier attempt, both as they were in the view."""
         retries = dataclasses.replace(filters, status="closed", with_parent=True)
         for batch in self._trajectory_batches(source, retries):
             with self.db.read() as session:
-                parents = repo.read_trajectories_by_ids(
-                    session,
-                    source.namespace,
-                    source.snapshot_pk,
-                    sorted({t["parent_trajectory_id"] for t in batch}),
-                )
+                parents = {
+                    row["id"]: row
+                    for row in reader.read_trajectories(
+                        session,
+                        source.namespace,
+                        source.snapshot_pk,
+                        ids=sorted({t["parent_trajectory_id"] for t in batch}),
+                    )
+                }
             pairs = [
                 (parents[t["parent_trajectory_id"]], t)
                 for t in batch

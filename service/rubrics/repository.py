@@ -17,8 +17,9 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from store.models import RewardCapability, Step, utcnow
-from store.snapshots import reflection_view, steps_of, trajectory_view
+from store import trajectory_reader as reader
+from store.models import RewardCapability, utcnow
+from store.snapshots import reflection_view
 
 RUBRIC_KIND = "rubric"
 
@@ -82,33 +83,14 @@ def read_trajectories(
     session: Session, namespace: str, snapshot_pk: int | None, ids: Sequence[str]
 ) -> dict[str, TrajectoryRecord]:
     """id -> the trajectory as the view holds it (absent: unknown, or created after the snapshot)."""
-    if not ids:
-        return {}
-    tv = trajectory_view(namespace, snapshot_pk)
-    stmt = select(tv.c.pk, tv.c.id, tv.c.task, tv.c.metadata, tv.c.step_count).where(tv.c.id.in_(sorted(set(ids))))
-    return {
-        row.id: TrajectoryRecord(row.pk, row.id, row.task, row.metadata, row.step_count)
-        for row in session.execute(stmt)
-    }
+    return reader.read_trajectory_records(session, namespace, snapshot_pk, ids, TrajectoryRecord)
 
 
 def list_steps(
     session: Session, namespace: str, snapshot_pk: int | None, trajectory_pks: Sequence[int]
 ) -> dict[int, list[StepRecord]]:
     """trajectory pk -> its steps in order (under a snapshot, only those that existed then)."""
-    out: dict[int, list[StepRecord]] = {pk: [] for pk in trajectory_pks}
-    if not trajectory_pks:
-        return out
-    tv = trajectory_view(namespace, snapshot_pk)
-    stmt = (
-        select(Step.trajectory_pk, Step.index, Step.observation, Step.action, Step.result, Step.metadata_)
-        .join(tv, steps_of(tv))
-        .where(tv.c.pk.in_(sorted(set(trajectory_pks))))
-        .order_by(Step.trajectory_pk, Step.index)
-    )
-    for pk, index, observation, action, result, metadata in session.execute(stmt):
-        out[pk].append(StepRecord(index, observation, action, result, metadata))
-    return out
+    return reader.read_step_records(session, namespace, snapshot_pk, trajectory_pks, StepRecord)
 
 
 # -- reward capabilities -----------------------------------------------------------

@@ -24,7 +24,7 @@ from service.trajectories.schemas import (
     TrajectoryRead,
     TrajectoryWritten,
 )
-from store.trajectories import TrajectoryFilters
+from store.trajectory_reader import TrajectoryFilter
 
 router = APIRouter(prefix="/v1/namespaces/{ns}/trajectories", tags=["trajectories"])
 
@@ -95,7 +95,7 @@ def list_trajectories(
     for name, value in (("created_after", created_after), ("created_before", created_before)):
         if value is not None and value.tzinfo is None:
             raise InvalidInput(f"{name} needs a timezone (e.g. 2026-01-01T00:00:00Z)", field=name, rule="aware")
-    filters = TrajectoryFilters(
+    filters = TrajectoryFilter(
         environment=environment,
         agent=agent,
         task_hash=task_hash(task) if task is not None else None,

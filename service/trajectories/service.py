@@ -37,7 +37,7 @@ from service.trajectories.schemas import (
 from store import trajectories as repo
 from store.database import Database
 from store.models import Trajectory, utcnow
-from store.trajectories import TrajectoryFilters
+from store.trajectory_reader import TrajectoryFilter
 
 
 class TrajectoryService:
@@ -247,7 +247,7 @@ class TrajectoryService:
         self,
         principal: Principal,
         ns: str,
-        filters: TrajectoryFilters,
+        filters: TrajectoryFilter,
         *,
         cursor: str | None,
         limit: int,

@@ -12,7 +12,7 @@ from service.deps import ServicesDep
 from service.params import Ns, TrajectoryId
 from service.ui.params import Fields
 from service.ui.web import UI_PREFIX, UiSessionDep, render
-from store.trajectories import TrajectoryFilters
+from store.trajectory_reader import TrajectoryFilter
 
 router = APIRouter(prefix=UI_PREFIX + "/ns/{ns}/trajectories", include_in_schema=False)
 
@@ -23,7 +23,7 @@ FILTERS = ("environment", "task", "agent", "policy_version", "group_id", "succes
 def trajectories(request: Request, ns: Ns, session: UiSessionDep, services: ServicesDep) -> Response:
     f = Fields(request.query_params)
     task = f.text("task", max_length=20_000)
-    filters = TrajectoryFilters(
+    filters = TrajectoryFilter(
         environment=f.text("environment"),
         agent=f.text("agent"),
         task_hash=task_hash(task) if task else None,

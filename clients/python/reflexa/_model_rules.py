@@ -36,39 +36,26 @@ class Page(ResponseModel, Generic[T]):
     next_cursor: str | None = None
 
 
-def _exactly_one(model: Any, names: tuple[str, ...], what: str) -> None:
-    given = [name for name in names if getattr(model, name) is not None]
-    if len(given) != 1:
-        options = " or ".join(f"`{n}`" for n in names)
-        got = f" (got {' and '.join(given)})" if given else ""
-        raise ValueError(f"give exactly one of {options} for the {what}{got}")
+def _exactly_one_of(*names: str, what: str) -> type:
+    """A mixin whose validator accepts exactly one of the fields ``names``."""
+
+    class ExactlyOne:
+        @model_validator(mode="after")
+        def _one(self: Self) -> Self:
+            given = [name for name in names if getattr(self, name) is not None]
+            if len(given) != 1:
+                options = " or ".join(f"`{n}`" for n in names)
+                got = f" (got {' and '.join(given)})" if given else ""
+                raise ValueError(f"give exactly one of {options} for the {what}{got}")
+            return self
+
+    ExactlyOne.__doc__ = f"{' or '.join(names)}, exactly one."
+    return ExactlyOne
 
 
-class OneContinuation:
-    """``token_ids`` or ``text``, exactly one."""
-
-    @model_validator(mode="after")
-    def _one(self: Self) -> Self:
-        _exactly_one(self, ("token_ids", "text"), "continuation")
-        return self
-
-
-class OnePrompt:
-    """``text``, ``messages`` or ``token_ids``, exactly one."""
-
-    @model_validator(mode="after")
-    def _one(self: Self) -> Self:
-        _exactly_one(self, ("text", "messages", "token_ids"), "context")
-        return self
-
-
-class OneContext:
-    """``context`` or ``ref``, exactly one."""
-
-    @model_validator(mode="after")
-    def _one(self: Self) -> Self:
-        _exactly_one(self, ("context", "ref"), "context of the continuation")
-        return self
+OneContinuation = _exactly_one_of("token_ids", "text", what="continuation")
+OnePrompt = _exactly_one_of("text", "messages", "token_ids", what="context")
+OneContext = _exactly_one_of("context", "ref", what="context of the continuation")
 
 
 class OneTrajectory:

@@ -1,3 +1,4 @@
+# Generated from reflexa/client.py by `python clients/python/tools/generate.py`: do not edit.
 """The asyncio client: the same methods as :class:`reflexa.Client`, awaited.
 
 Requests, validation, retries and errors are shared with the sync client (see
@@ -79,7 +80,11 @@ from reflexa.models import (
 
 
 class AsyncClient:
-    """An asyncio connection to a Reflexa server; arguments as for :class:`reflexa.Client`."""
+    """An asyncio connection to a Reflexa server; arguments as for :class:`reflexa.Client`
+    (which alone has the local spool: episodes are logged through it).
+
+    Use it as an async context manager, or call :meth:`aclose`.
+    """
 
     def __init__(
         self,
@@ -116,30 +121,51 @@ class AsyncClient:
     def _ns(self, namespace: str | None) -> str:
         return self.config.namespace_or_default(namespace)
 
+    # --- health -----------------------------------------------------------------------------
+
     async def healthz(self) -> dict[str, Any]:
+        """Liveness. Not retried: a probe should report what it sees now."""
         return await self._transport.send(ops.healthz())
 
     async def readyz(self) -> dict[str, Any]:
+        """Readiness (database, schema, workers).
+
+        Raises :class:`~reflexa.errors.Unavailable` when not ready; its message holds the checks.
+        """
         return await self._transport.send(ops.readyz())
 
+    # --- keys and namespaces ----------------------------------------------------------------
+
     async def create_key(self, role: Role, namespaces: Sequence[str], description: str | None = None) -> KeyCreated:
+        """A new API key (admin only); ``namespaces`` may be ``["*"]``.
+
+        The secret is in ``.key`` and is shown only once. Not retried once it may have
+        reached the server, since a repeat would mint a second key.
+        """
         return await self._transport.send(ops.create_key(role, namespaces, description))
 
     async def list_keys(self) -> list[Key]:
+        """Every key, revoked ones included, never a secret (admin only)."""
         return await self._transport.send(ops.list_keys())
 
     async def revoke_key(self, key_id: str) -> Key:
+        """Revoke a key (admin only): refused by every replica within 30 s; its UI
+        sessions end at once. Revoking again is a no-op."""
         return await self._transport.send(ops.revoke_key(key_id))
 
     async def rotate_key(self, key_id: str, grace_seconds: int = 3600, description: str | None = None) -> KeyCreated:
+        """A new key with the same role and scope (secret in ``.key``, shown once); the
+        old one keeps working for ``grace_seconds``, then is refused (admin only)."""
         return await self._transport.send(ops.rotate_key(key_id, grace_seconds, description))
 
     async def create_namespace(
         self, name: str, settings: NamespaceSettings | Mapping[str, Any] | None = None
     ) -> Namespace:
+        """Create a namespace; creating an identical one again returns it, a different one is a Conflict."""
         return await self._transport.send(ops.create_namespace(name, settings))
 
     async def list_namespaces(self) -> list[Namespace]:
+        """Every namespace the key may see."""
         namespaces: list[Namespace] = []
         cursor: str | None = None
         while True:
@@ -150,7 +176,10 @@ class AsyncClient:
             cursor = page.next_cursor
 
     async def get_namespace(self, namespace: str | None = None) -> Namespace:
+        """One namespace: its settings, and whether it is ``frozen`` for evaluation (since ``frozen_at``)."""
         return await self._transport.send(ops.get_namespace(self._ns(namespace)))
+
+    # --- trajectories -----------------------------------------------------------------------
 
     async def create_trajectory(
         self,
@@ -169,6 +198,15 @@ class AsyncClient:
         metadata: Mapping[str, Any] | None = None,
         retrieval_ids: Sequence[str] | None = None,
     ) -> TrajectoryWritten:
+        """Store one trajectory; with an ``outcome`` it is stored closed.
+
+        Without an ``id`` the client makes one up (uuid4 hex) before the first
+        attempt, so retries replay instead of duplicating. Sending an identical body
+        again returns the stored trajectory; a different body under the same id is a
+        :class:`~reflexa.errors.Conflict`. A retry of an earlier attempt at the task
+        names it as ``parent_trajectory_id`` and says which ``attempt`` it is (1 = the
+        first): attempt summaries and the ``attempts`` export are built from that.
+        """
         trajectory = {
             "id": id,
             "task": task,
@@ -186,9 +224,16 @@ class AsyncClient:
         return await self._transport.send(ops.create_trajectory(self._ns(namespace), trajectory))
 
     async def create_trajectories(self, namespace: str | None, trajectories: Sequence[TrajectoryInput]) -> BatchResult:
+        """Store many trajectories (e.g. a rollout group) atomically.
+
+        Items without an id get one. If any item is refused, nothing is stored and the
+        error's ``field`` names it (``trajectories[3].steps[2].state.observation``).
+        Items already stored identically count as replays (``created`` false).
+        """
         return await self._transport.send(ops.create_trajectories(self._ns(namespace), trajectories))
 
     async def get_trajectory(self, namespace: str | None, trajectory_id: str) -> Trajectory:
+        """One trajectory with its steps."""
         return await self._transport.send(ops.get_trajectory(self._ns(namespace), trajectory_id))
 
     async def list_trajectories(
@@ -206,6 +251,7 @@ class AsyncClient:
         success: bool | None = None,
         include_steps: bool = False,
     ) -> Page[Trajectory]:
+        """One page of trajectories matching every filter given; see :meth:`iter_trajectories` for all."""
         filters = {
             "limit": limit,
             "cursor": cursor,
@@ -234,6 +280,7 @@ class AsyncClient:
         success: bool | None = None,
         include_steps: bool = False,
     ) -> AsyncIterator[Trajectory]:
+        """Every matching trajectory, fetching pages lazily by following ``next_cursor``."""
         cursor: str | None = None
         while True:
             page = await self.list_trajectories(
@@ -249,8 +296,8 @@ class AsyncClient:
                 success=success,
                 include_steps=include_steps,
             )
-            for trajectory in page.items:
-                yield trajectory
+            for item in page.items:
+                yield item
             if not page.next_cursor:
                 return
             cursor = page.next_cursor
@@ -258,6 +305,12 @@ class AsyncClient:
     async def append_steps(
         self, namespace: str | None, trajectory_id: str, steps: Sequence[StepInput]
     ) -> StepsAppended:
+        """Append steps to an open trajectory.
+
+        Give each step an ``index`` (the next free one) to make retries idempotent: a
+        step already stored identically at its index is a replay, not counted in
+        ``appended``. Unindexed steps are only retried when they surely were not sent.
+        """
         return await self._transport.send(ops.append_steps(self._ns(namespace), trajectory_id, steps))
 
     async def report_outcome(
@@ -271,18 +324,30 @@ class AsyncClient:
         details: Mapping[str, Any] | None = None,
         wait_ms: int = 0,
     ) -> TrajectoryWritten:
+        """Report how the episode ended; this closes the trajectory and triggers reflection.
+
+        Repeating the same outcome is a replay; a different one for a closed
+        trajectory is a :class:`~reflexa.errors.Conflict`. With ``wait_ms`` the
+        answer comes only once the episode is searchable, or raises
+        :class:`~reflexa.errors.ConsistencyTimeout` after ``wait_ms`` (the outcome
+        is stored either way, and this client's later retrieves still wait for it).
+        """
         ns = self._ns(namespace)
         outcome = {"success": success, "reward": reward, "failure_reason": failure_reason, "details": details}
         try:
             return await self._transport.send(ops.report_outcome(ns, trajectory_id, outcome, wait_ms))
         except ConsistencyTimeout:
-            # Stored, but a 504 carries no token: a replay fetches it for the session.
+            # The outcome is stored, but a 504 carries no token: an identical repeat
+            # (a replay) answers with it, so the session waits for this write.
             with contextlib.suppress(ReflexaError):
                 await self._transport.send(ops.report_outcome(ns, trajectory_id, outcome))
             raise
 
     async def delete_trajectory(self, namespace: str | None, trajectory_id: str) -> TrajectoryDeleted:
+        """Delete a trajectory and everything derived only from it."""
         return await self._transport.send(ops.delete_trajectory(self._ns(namespace), trajectory_id))
+
+    # --- retrieval ----------------------------------------------------------------------------
 
     async def retrieve(
         self,
@@ -304,10 +369,36 @@ class AsyncClient:
         consistency: Literal["session", "none"] | str = "session",
         wait_timeout_ms: int = 5000,
     ) -> RetrieveResult:
-        """See :meth:`reflexa.Client.retrieve`; the session is this client's own writes."""
+        """What past experience says about a state like this one: ranked items, each
+        with its evidence and utility, and with ``render`` (``"markdown"``, ``"text"``,
+        ``"json"``, or :class:`~reflexa.models.RenderOptions`) a ready-to-inject ``context``.
+
+        ``observation`` / ``data`` are the state, ``internal_state`` the agent's plan
+        (matched separately), ``task`` helps the match; ``environment``, ``kinds``,
+        ``min_score`` and ``filters`` (:class:`~reflexa.models.RetrieveFilters`: agent,
+        policy_version, status, exclude_tasks, exclude_trajectory_ids, as_of) narrow
+        it; ``mmr_lambda`` diversifies it. Give ``trajectory_id`` for the episode the
+        answer serves: its outcome then credits the served items when it closes.
+        Otherwise report how it went with :meth:`report_retrieval_outcome`.
+
+        ``consistency``: ``"session"`` (the default) waits, up to ``wait_timeout_ms``,
+        until this client's own writes to the namespace since its last such retrieve
+        are searchable — read-your-writes with no code of yours; ``"none"`` does not
+        wait; a token string from a write waits for that write. A wait that runs out
+        raises :class:`~reflexa.errors.ConsistencyTimeout` (not retried: the server
+        already waited); the session then still waits for those writes next time,
+        unless their indexing failed (``rule="indexing_failed"``), which no wait can fix.
+
+        ``snapshot``: answer from that snapshot's memory, the same every time (a
+        trainer's read): not logged, so ``retrieval_id`` is ``None`` and nothing is
+        credited. There is nothing to wait for, so the session's writes are neither
+        sent nor settled (they stay pending for the next live retrieve); an explicit
+        token with a snapshot is an :class:`~reflexa.errors.InvalidInput`
+        (``rule="not_with_snapshot"``).
+        """
         ns = self._ns(namespace)
         if snapshot is not None and consistency == "session":
-            consistency = "none"  # nothing to wait for; the session keeps its writes
+            consistency = "none"
         with self._transport.session.waiting(ns, consistency) as token:
             request = ops.retrieve_request(
                 observation,
@@ -367,6 +458,14 @@ class AsyncClient:
         details: Mapping[str, Any] | None = None,
         item_ids: Sequence[str] | None = None,
     ) -> RetrievalOutcome:
+        """Credit what a retrieval served with how the task went (once).
+
+        An identical repeat is a replay (``credited_items`` 0); a different outcome
+        for the same retrieval is a :class:`~reflexa.errors.Conflict`. ``item_ids``
+        credits only the served items the agent acted on (default: all of them).
+        Retrievals made with a ``trajectory_id`` are credited by that episode's
+        outcome instead, unless reported here first.
+        """
         outcome = {
             "success": success,
             "reward": reward,
@@ -376,44 +475,61 @@ class AsyncClient:
         }
         return await self._transport.send(ops.report_retrieval_outcome(self._ns(namespace), retrieval_id, outcome))
 
-    # --- trainers -----------------------------------------------------------------------------
+    # --- trainers: snapshots, freezes, curriculum statistics, teacher contexts ---------------
 
     async def create_snapshot(
         self, namespace: str | None = None, id: str | None = None, note: str | None = None
     ) -> Snapshot:
-        """See :meth:`reflexa.Client.create_snapshot`: without an ``id`` one is made up, so retries replay."""
+        """Pin the namespace's memory now: every read given ``snapshot=<its id>``
+        (:meth:`retrieve`, :meth:`retrieve_batch`, :meth:`distill_contexts`,
+        :meth:`list_tasks`, :meth:`export`) answers the same for as long as it exists.
+
+        Without an ``id`` the client makes one up (``snap_`` + uuid4 hex) before the
+        first attempt, so a retry replays instead of taking a second snapshot. The same
+        id and note again return the stored snapshot; another note under that id is a
+        :class:`~reflexa.errors.Conflict` (``field="id"``).
+        """
         return await self._transport.send(ops.create_snapshot(self._ns(namespace), id, note))
 
     async def list_snapshots(
         self, namespace: str | None = None, *, limit: int | None = None, cursor: str | None = None
     ) -> Page[Snapshot]:
+        """One page of snapshots, newest first; see :meth:`iter_snapshots` for all."""
         return await self._transport.send(ops.list_snapshots(self._ns(namespace), limit, cursor))
 
     async def iter_snapshots(
         self, namespace: str | None = None, *, page_size: int | None = None
     ) -> AsyncIterator[Snapshot]:
+        """Every snapshot of the namespace, newest first, fetching pages lazily."""
         cursor: str | None = None
         while True:
             page = await self.list_snapshots(namespace, limit=page_size, cursor=cursor)
-            for snapshot in page.items:
-                yield snapshot
+            for item in page.items:
+                yield item
             if not page.next_cursor:
                 return
             cursor = page.next_cursor
 
     async def get_snapshot(self, namespace: str | None, snapshot_id: str) -> Snapshot:
+        """One snapshot; an unknown one is a :class:`~reflexa.errors.NotFound`."""
         return await self._transport.send(ops.get_snapshot(self._ns(namespace), snapshot_id))
 
     async def delete_snapshot(self, namespace: str | None, snapshot_id: str) -> None:
+        """Delete a snapshot and its pinned copy of memory (reads naming it then get NotFound)."""
         await self._transport.send(ops.delete_snapshot(self._ns(namespace), snapshot_id))
 
     async def freeze(self, namespace: str | None = None) -> FreezeState:
+        """Freeze the namespace for evaluation: ingest goes on, but no reflection job
+        runs and no outcome changes utility until :meth:`thaw`. Idempotent (a second
+        freeze keeps the first ``frozen_at``)."""
         return await self._transport.send(ops.freeze(self._ns(namespace)))
 
     async def thaw(self, namespace: str | None = None) -> FreezeState:
+        """Undo :meth:`freeze`; the jobs queued meanwhile run. Idempotent."""
         return await self._transport.send(ops.thaw(self._ns(namespace)))
 
     async def get_freeze(self, namespace: str | None = None) -> FreezeState:
+        """Whether the namespace is frozen, and since when."""
         return await self._transport.send(ops.get_freeze(self._ns(namespace)))
 
     async def list_tasks(
@@ -431,7 +547,14 @@ class AsyncClient:
         limit: int | None = None,
         cursor: str | None = None,
     ) -> TaskStatsPage:
-        """See :meth:`reflexa.Client.list_tasks`."""
+        """One page of curriculum statistics: per task (``group_by="task,policy_version"``:
+        per task and policy version) its attempts, success rate, reward mean and
+        variance, rollout groups and ``learning_signal`` (the mean within-group reward
+        variance a group-relative learner gets), sorted by ``sort`` (nulls last).
+        ``environment``, ``agent``, ``policy_version`` count only those trajectories,
+        ``min_attempts`` drops tasks with fewer; under ``snapshot`` the answer is the
+        same every time. A ``cursor`` is tied to its ``sort``, ``order`` and
+        ``group_by``. See :meth:`iter_tasks` for every row."""
         return await self._transport.send(
             ops.list_tasks(
                 self._ns(namespace),
@@ -462,6 +585,9 @@ class AsyncClient:
         snapshot: str | None = None,
         page_size: int | None = None,
     ) -> AsyncIterator[TaskStats]:
+        """Every row of :meth:`list_tasks`, fetching pages lazily by following
+        ``next_cursor``. Page under a ``snapshot`` so that a live namespace cannot
+        move rows between pages."""
         cursor: str | None = None
         while True:
             page = await self.list_tasks(
@@ -477,8 +603,8 @@ class AsyncClient:
                 limit=page_size,
                 cursor=cursor,
             )
-            for row in page.items:
-                yield row
+            for item in page.items:
+                yield item
             if not page.next_cursor:
                 return
             cursor = page.next_cursor
@@ -496,7 +622,23 @@ class AsyncClient:
         include: Sequence[ContextRendering] | None = None,
         steps: Sequence[int] | None = None,
     ) -> ContextsResult:
-        """See :meth:`reflexa.Client.distill_contexts`."""
+        """Per step of each trajectory: the plain context (the task and the history
+        the agent saw) and each teacher context (the same with a privileged block in
+        the system message), as text and chat messages, for on-policy distillation.
+
+        ``trajectories``: stored ones by id (a string, or ``{"id": ...}``), or inline
+        ones (a rollout group not stored yet: a :class:`~reflexa.models.TrajectoryCreate`
+        or its fields). ``teachers``: :class:`~reflexa.models.TeacherSpec` (or its
+        fields, or just a kind: ``"memory"``, ``"hindsight"``, ``"evidence_card"``,
+        ``"reflection"``, ``"attempt_summary"``), each answered under its
+        :attr:`~reflexa.models.TeacherSpec.key`. ``leakage``
+        (:class:`~reflexa.models.LeakageOptions`) opts out of guards, all on by
+        default; ``template``, ``history_max_chars`` and ``steps`` (only these step
+        indices) default to the server's. ``include``: ``["messages"]`` (or
+        ``["text"]``) returns only that rendering, the other left ``None`` (each
+        repeats the history, so asking for one halves the answer). Under ``snapshot``
+        the answer is the same every time. Nothing is logged, so retries are safe.
+        """
         return await self._transport.send(
             ops.distill_contexts(
                 self._ns(namespace),
@@ -521,7 +663,24 @@ class AsyncClient:
         entropy: bool | None = None,
         wait: float | None = None,
     ) -> TeacherLogprobsResult:
-        """See :meth:`reflexa.Client.teacher_logprobs`."""
+        """The server's teacher endpoint's log-probs of each item's continuation,
+        scored after the item's context: ``result.items[i].logprobs[t]`` is
+        log π_teacher(token_ids[t] | context, token_ids[:t]), aligned with the
+        continuation's tokens (the student's sampled ids, as sent).
+
+        ``items``: :class:`~reflexa.models.TeacherLogprobsItem` or its fields, where
+        ``continuation`` may be a list of token ids or a text, and ``context`` a text,
+        a list of token ids, chat messages, or a context read from
+        :meth:`distill_contexts` (``step.teachers["memory"]``); or ``ref``
+        ``{"trajectory_id", "step", "teacher"}`` for a context the server builds under
+        ``contexts`` (``{"teachers": [...], "snapshot": ...}``). ``top_k``: also the k
+        likeliest tokens at each position; ``entropy``: the teacher's entropy there.
+        ``wait``: seconds the teacher may take beyond this client's timeout.
+
+        A 502 (endpoint down, refusing, or answering nonsense) or 504 (too slow) is
+        raised as :class:`~reflexa.errors.Unavailable` with ``rule`` naming which, and
+        not retried here: the server has retried the endpoint already.
+        """
         return await self._transport.send(
             ops.teacher_logprobs(self._ns(namespace), items, contexts=contexts, top_k=top_k, entropy=entropy, wait=wait)
         )
@@ -533,7 +692,27 @@ class AsyncClient:
         *,
         params: Mapping[str, Any] | None = None,
     ) -> AdvantagesResponse:
-        """See :meth:`reflexa.Client.distill_advantages`."""
+        """Shaped per-token advantages for a batch of rollout groups (POST
+        /v1/distill/advantages; not namespaced, nothing is stored): ``method`` one of
+        ``grpo``, ``token_signal`` (SEED / on-policy distillation), ``direct_opd``,
+        ``step_shaping`` (StepOPSD), ``horizon_agreement`` (TurnSight); formulas and
+        ``params`` in docs/distillation.md.
+
+        ``groups``: :class:`~reflexa.models.AdvantageGroup` or its fields,
+        ``{"group_id", "trajectories": [{"id", "reward", "token_steps"?, "mask"?,
+        "logprobs"?: {"student", "teacher"?, "pre"?, "post"?}, "teacher_entropy"?,
+        "teacher_topk"?, "advantages"?}]}``, every per-token list one entry per token
+        (lists, tuples or 1-d arrays). ``params`` is sent as given, a ``None`` in it
+        included (step_shaping's ``budget=None``: no budget).
+
+        The answer's ``trajectories`` come in request order (groups, then
+        trajectories), each ``advantages`` aligned with the tokens sent (0 where
+        ``mask`` is 0); ``diagnostics.batch`` and ``diagnostics.groups`` hold order
+        consistency, length correlation, clip and entropy shares, sign flips. A
+        refused body is :class:`~reflexa.errors.InvalidInput` naming the field
+        (``groups[0].trajectories[2].mask``, ``params.lambda``). Retried like a read:
+        the same body always gives the same answer.
+        """
         return await self._transport.send(ops.distill_advantages(method, groups, params=params))
 
     async def export(
@@ -546,13 +725,37 @@ class AsyncClient:
         progress: bool = True,
         **filters: Any,
     ) -> int:
-        """See :meth:`reflexa.Client.export`; the file is written as the stream arrives."""
+        """Stream a training dataset of the namespace into the file at ``path``;
+        returns how many rows (``jsonl``) or bytes (``parquet``) were written.
+
+        ``dataset``: ``trajectories`` (one row per trajectory, with its steps),
+        ``sft`` (chat ``messages`` per step of successful trajectories, for TRL's
+        SFTTrainer), ``preferences`` (``prompt`` / ``chosen`` / ``rejected`` at matched
+        states, TRL's conversational preference shape) or ``attempts`` (first attempt,
+        reflection, next attempt). ``filters``: the server's query parameters
+        (``environment``, ``agent``, ``policy_version``, ``group_id``, ``task``,
+        ``success``, ``created_after``, ``created_before``, ``limit``, ``snapshot``,
+        ``context``, ``history``, ``max_pairs_per_state``, ``hints``); one left at
+        ``None`` is not sent, an unknown one raises
+        :class:`~reflexa.errors.InvalidInput` before anything is sent. Give
+        ``snapshot`` for a dataset that is the same bytes every time.
+
+        The file appears only once the export is complete (it is written to
+        ``<path>.part`` first); a retried attempt starts the file over. With
+        ``progress`` (and tqdm installed) a progress bar counts rows or bytes.
+        """
         download = ops.export_dataset(self._ns(namespace), dataset, format, filters)
         limit = filters.get("limit") if format == "jsonl" else None
         total = limit if isinstance(limit, int) and not isinstance(limit, bool) else None
         with DatasetFile(path, format, progress=progress, total=total, description=dataset) as out:
             await self._transport.stream(download, out)
             return out.finish()
+
+    def session_token(self, namespace: str | None = None) -> str | None:
+        """The token a ``consistency="session"`` retrieve would wait for now (``None``:
+        nothing pending). Hand it to another process's retrieve to give it this
+        client's writes."""
+        return self._transport.session.pending(self._ns(namespace))[0]
 
     # --- trainers: rubric rewards -----------------------------------------------------------
 
@@ -567,7 +770,13 @@ class AsyncClient:
         environment: str | None = None,
         status: Literal["candidate", "active"] = "active",
     ) -> Rubric:
-        """See :meth:`reflexa.Client.create_rubric`."""
+        """Create a rubric (a reflection of kind ``rubric``) with weighted criteria:
+        ``{"id", "text", "weight", "check"?, "stage"?}``, ``check`` a rule (``{"type":
+        "regex" | "contains" | "not_contains" | "json_path" | "numeric" | "tool_called"
+        | "max_steps", …}``), none for an LLM judge. The same body again returns it (a
+        replay); another body under ``id`` is a :class:`~reflexa.errors.Conflict`.
+        Bad criteria are :class:`~reflexa.errors.InvalidInput` naming
+        ``criteria[i].<field>`` and the rule."""
         rubric = {
             "id": id,
             "name": name,
@@ -579,7 +788,7 @@ class AsyncClient:
         return await self._transport.send(ops.create_rubric(self._ns(namespace), rubric))
 
     async def get_rubric(self, namespace: str | None, rubric_id: str) -> Rubric:
-        """See :meth:`reflexa.Client.get_rubric`."""
+        """A rubric (written by :meth:`create_rubric` or the LLM rubrics reflector)."""
         return await self._transport.send(ops.get_rubric(self._ns(namespace), rubric_id))
 
     async def score_rubric(
@@ -593,7 +802,11 @@ class AsyncClient:
         snapshot: str | None = None,
         skip_judged: bool = False,
     ) -> RubricScore:
-        """See :meth:`reflexa.Client.score_rubric`."""
+        """The rubric reward of one trajectory: a stored one by id (a string) or an
+        inline one (not stored). ``final_answer`` replaces the last step's action as
+        what ``final_answer`` checks read; ``label`` is the ground truth for
+        ``{{label}}`` in checks. ``skip_judged``: with no LLM on the server, score
+        the rule criteria alone instead of a :class:`~reflexa.errors.Unavailable`."""
         item = ops.score_item(trajectory, final_answer=final_answer, label=label)
         request = {**item, "snapshot": snapshot, "skip_judged": skip_judged}
         return await self._transport.send(ops.score_rubric(self._ns(namespace), rubric_id, request))
@@ -607,7 +820,9 @@ class AsyncClient:
         snapshot: str | None = None,
         skip_judged: bool = False,
     ) -> RubricBatchScore:
-        """See :meth:`reflexa.Client.score_rubric_batch`."""
+        """Score a rollout group (or any batch) with one rubric; each item is a
+        :class:`~reflexa.models.RubricScoreItem` or its fields (``trajectory_id`` or
+        ``trajectory``, ``final_answer``, ``label``). Results in the order sent."""
         return await self._transport.send(
             ops.score_rubric_batch(self._ns(namespace), rubric_id, items, snapshot=snapshot, skip_judged=skip_judged)
         )
@@ -615,19 +830,18 @@ class AsyncClient:
     async def create_reward_capability(
         self, namespace: str | None, rubric_id: str, note: str | None = None
     ) -> RewardCapabilityCreated:
-        """See :meth:`reflexa.Client.create_reward_capability`."""
+        """A capability URL scoring this rubric without an API key, for OpenRLHF's
+        ``--remote_rm_url``: ``client.config.base_url + created.path``. The secret is
+        shown only here. Not retried once it may have reached the server (a repeat
+        would mint a second one)."""
         return await self._transport.send(ops.create_reward_capability(self._ns(namespace), rubric_id, note))
 
     async def list_reward_capabilities(
         self, namespace: str | None, rubric_id: str, *, limit: int | None = None, cursor: str | None = None
     ) -> Page[RewardCapability]:
-        """See :meth:`reflexa.Client.list_reward_capabilities`."""
+        """One page of the rubric's capabilities, newest first, revoked ones too (never a secret)."""
         return await self._transport.send(ops.list_reward_capabilities(self._ns(namespace), rubric_id, limit, cursor))
 
     async def revoke_reward_capability(self, namespace: str | None, rubric_id: str, capability_id: str) -> None:
-        """See :meth:`reflexa.Client.revoke_reward_capability`."""
+        """Revoke a capability: its URL answers 404 from now on. Idempotent."""
         await self._transport.send(ops.revoke_reward_capability(self._ns(namespace), rubric_id, capability_id))
-
-    def session_token(self, namespace: str | None = None) -> str | None:
-        """See :meth:`reflexa.Client.session_token`."""
-        return self._transport.session.pending(self._ns(namespace))[0]

@@ -36,11 +36,11 @@ from reflexa._operations import (
     TrajectoryInput,
 )
 from reflexa._retry import RetryPolicy
-from reflexa._spool import DEFAULT_MAX_BYTES as DEFAULT_SPOOL_BYTES
-from reflexa._spool import ReplayReport, Spool, SpoolReplayer
+from reflexa._spool import DEFAULT_MAX_BYTES as DEFAULT_SPOOL_BYTES  # sync-only
+from reflexa._spool import ReplayReport, Spool, SpoolReplayer  # sync-only
 from reflexa._transport import SyncTransport
 from reflexa.config import DEFAULT_TIMEOUT, ClientConfig
-from reflexa.episode import Episode, EpisodeErrorCallback
+from reflexa.episode import Episode, EpisodeErrorCallback  # sync-only
 from reflexa.errors import ConsistencyTimeout, ReflexaError
 from reflexa.models import (
     AdvantageMethod,
@@ -112,8 +112,8 @@ class Client:
         backoff: float = 0.5,
         max_backoff: float = 30.0,
         http_client: httpx.Client | None = None,
-        spool_path: str | None = None,
-        spool_max_bytes: int = DEFAULT_SPOOL_BYTES,
+        spool_path: str | None = None,  # sync-only
+        spool_max_bytes: int = DEFAULT_SPOOL_BYTES,  # sync-only
     ) -> None:
         self.config = ClientConfig.resolve(
             base_url=base_url,
@@ -121,15 +121,17 @@ class Client:
             namespace=namespace,
             timeout=timeout,
             retry=RetryPolicy(max_retries=max_retries, backoff=backoff, max_backoff=max_backoff),
-            spool_path=spool_path,
+            spool_path=spool_path,  # sync-only
         )
         self._transport = SyncTransport(self.config, http_client)
-        self._spool = Spool(self.config.spool_path, spool_max_bytes) if self.config.spool_path else None
-        self._replayer = SpoolReplayer(self._spool, self._transport) if self._spool is not None else None
-        if self._replayer is not None:
+        self._spool: Spool | None = None  # sync-only
+        self._replayer: SpoolReplayer | None = None  # sync-only
+        if self.config.spool_path:  # sync-only
+            self._spool = Spool(self.config.spool_path, spool_max_bytes)
+            self._replayer = SpoolReplayer(self._spool, self._transport)
             self._replayer.kick()  # what an earlier run left, sent in the background
 
-    def flush_spool(self) -> ReplayReport:
+    def flush_spool(self) -> ReplayReport:  # sync-only
         """Send what the local spool holds now (in order; stops at the first transient
         failure, the rest waits). Without a spool configured, a report of nothing."""
         if self._spool is None:
@@ -866,7 +868,7 @@ class Client:
 
     # --- logging an episode as it runs ------------------------------------------------------
 
-    def episode(
+    def episode(  # sync-only
         self,
         namespace: str | None = None,
         *,

@@ -39,24 +39,34 @@ import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal, Protocol
 
 from reflexa import _operations as ops
 from reflexa._delivery import EpisodeSender, EpisodeStats
 from reflexa._operations import FiltersInput, RenderInput
+from reflexa._spool import Spool, SpoolReplayer
+from reflexa._transport import SyncTransport
 from reflexa.errors import EpisodeDeliveryError, ReflexaError
 from reflexa.models import Kind, Outcome, RetrieveResult, Step, TrajectoryCreate, coerce, dump
 
-if TYPE_CHECKING:
-    from reflexa.client import Client
-
-__all__ = ["Episode", "EpisodeErrorCallback", "EpisodeStats"]
+__all__ = ["Episode", "EpisodeClient", "EpisodeErrorCallback", "EpisodeStats"]
 
 log = logging.getLogger("reflexa.episode")
 
 #: Called with a permanent delivery failure (from the sender thread) or, on close,
 #: with an :class:`~reflexa.errors.EpisodeDeliveryError` for dropped or timed-out steps.
 EpisodeErrorCallback = Callable[[ReflexaError], None]
+
+
+class EpisodeClient(Protocol):
+    """What an episode needs of the client that starts it (a :class:`reflexa.Client`):
+    its transport, its local spool and replayer, and its ``retrieve``. Stated here so
+    that this module does not import the client, which imports it."""
+
+    _transport: SyncTransport
+    _spool: Spool | None
+    _replayer: SpoolReplayer | None
+    retrieve: Callable[..., RetrieveResult]
 
 
 class Episode:
@@ -67,7 +77,7 @@ class Episode:
 
     def __init__(
         self,
-        client: Client,
+        client: EpisodeClient,
         namespace: str,
         *,
         task: str,

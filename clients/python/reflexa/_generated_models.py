@@ -1,0 +1,1319 @@
+# Generated from clients/python/openapi.json by `python clients/python/tools/generate.py`: do not edit.
+"""The v1 schemas as the client sends and reads them, generated from the server's
+OpenAPI document (see ``clients/python/tools/models_from_openapi.py`` for the rules).
+Import them from :mod:`reflexa.models`, which adds what is not a schema."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import Field
+
+from reflexa._model_rules import (
+    BatchCounts,
+    OneContext,
+    OneContinuation,
+    OnePrompt,
+    OneTrajectory,
+    Page,
+    RequestModel,
+    ResponseModel,
+    StoredOrInline,
+    TeacherKey,
+)
+
+ClientId = Annotated[
+    str,
+    Field(
+        pattern="^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$",
+        description="1-128 characters of letters, digits and . _ : @ -, starting with a letter or digit",
+    ),
+]
+SignalName = Annotated[str, Field(pattern="^[A-Za-z0-9][A-Za-z0-9._:@-]{0,63}$")]
+AdvantageMethod = Literal["grpo", "token_signal", "direct_opd", "step_shaping", "horizon_agreement"]
+ContextRendering = Literal["text", "messages"]
+CriterionMethod = Literal["rule", "llm", "skipped"]
+ItemStatus = Literal["candidate", "active", "retired"]
+Kind = Literal["exemplar", "heuristic", "skill", "rubric", "evidence_card"]
+RenderFormat = Literal["text", "markdown", "json"]
+Role = Literal["admin", "operator", "agent", "trainer"]
+SortOrder = Literal["desc", "asc"]
+TaskGroupBy = Literal["task", "task,policy_version"]
+TaskSort = Literal["learning_signal", "attempts", "success_rate", "reward_var", "last_seen", "task"]
+TeacherKind = Literal["memory", "hindsight", "evidence_card", "reflection", "attempt_summary"]
+TrajectoryStatus = Literal["open", "closed"]
+
+
+class AdvantageGroup(RequestModel):
+    group_id: ClientId = Field(description="the rollout group: siblings sampled for the same prompt")
+    trajectories: list[AdvantageTrajectory] = Field(min_length=1)
+
+
+class AdvantageTrajectory(RequestModel):
+    id: ClientId
+    reward: float = Field(description="the outcome reward R (what GRPO and the order diagnostics compare)")
+    token_steps: list[int] | None = Field(
+        None, description="the step (turn) each token belongs to: integers >= 0, non-decreasing; default: all step 0"
+    )
+    mask: list[int] | None = Field(
+        None, description="1: the student's own sampled token; 0: not (prompt, tool output): advantage 0, no statistic"
+    )
+    logprobs: Logprobs | None = None
+    teacher_entropy: list[float] | None = Field(None, description="the teacher's entropy at each token (nats)")
+    teacher_topk: TeacherTopK | None = None
+    advantages: list[float] | float | None = Field(
+        None, description="the trainer's own outcome advantage A, per token or one number; default: GRPO's"
+    )
+
+
+class AdvantagesRequest(RequestModel):
+    method: AdvantageMethod
+    params: dict[str, Any] | None = Field(
+        None,
+        description="the method's parameters (docs/distillation.md), all optional: every method: std (true), eps "
+        "(1e-6); token_signal: beta (1), discount (0), clip (null; c or [low, high]), compress (false), "
+        "entropy_threshold (null), teacher (the only one sent), outcome (true); direct_opd: as "
+        "token_signal without teacher, plus shifts [{post, pre, weight}]; step_shaping: lambda (0.5), "
+        "alpha (1), budget (1), teacher, sign_aware (false); horizon_agreement: beta (0.5), horizons "
+        "(every teacher sent), sign_aware (false)",
+    )
+    groups: list[AdvantageGroup] = Field(min_length=1)
+
+
+class AdvantagesResponse(ResponseModel):
+    method: str
+    params: dict[str, Any] = Field(description="every parameter with the value used (defaults filled in)")
+    trajectories: list[TrajectoryAdvantages] = Field(description="in request order (groups, then trajectories)")
+    diagnostics: Diagnostics
+
+
+class BatchDiagnostics(ResponseModel):
+    method: str
+    trajectories: int
+    groups: int
+    tokens: int = Field(description="unmasked tokens (every statistic is over these)")
+    steps: int = Field(description="steps with at least one unmasked token")
+    trainer_advantages: int = Field(description="trajectories whose A the trainer sent")
+    advantages: Stats | None = None
+    token_reward: Stats | None = Field(None, description="r_t after regulation")
+    token_reward_raw: Stats | None = Field(None, description="r_t before regulation")
+    order_consistency: float | None = Field(
+        None, description="Uni-OPD: share of sibling pairs with R_i > R_j whose summed signal S_i > S_j (ties ½)"
+    )
+    order_pairs: int | None = None
+    length_correlation: float | None = Field(None, description="Pearson r of summed signal and unmasked length")
+    clipped_tokens_share: float | None = None
+    clipped_steps_share: float | None = Field(None, description="step_shaping: steps with |g_s| > alpha")
+    entropy_tokens_share: float | None = Field(None, description="tokens under the entropy rule")
+    sign_flips: int = Field(description="tokens whose returned advantage has the opposite sign of A")
+    sign_flips_prevented: int | None = Field(None, description="step methods: steps the guard kept from flipping")
+    budget_scaled: int | None = Field(None, description="step_shaping: trajectories scaled down to the budget")
+    agreement_share: float | None = Field(None, description="horizon_agreement: steps where every horizon agrees")
+
+
+class BatchItemResult(ResponseModel):
+    id: str
+    created: bool = Field(description="false: an identical trajectory was already stored (a replay)")
+    step_count: int
+    status: TrajectoryStatus
+
+
+class BatchResult(ResponseModel, BatchCounts):
+    items: list[BatchItemResult]
+    consistency_token: str
+
+
+class RewardCapabilityCreate(RequestModel):
+    note: str | None = Field(None, max_length=500, description="what it is for (a training run)")
+
+
+class RewardCapability(ResponseModel):
+    id: str
+    namespace: str
+    rubric_id: str
+    note: str | None = None
+    created_by: str | None = None
+    created_at: datetime
+    revoked_at: datetime | None = None
+
+
+class RewardCapabilityCreated(RewardCapability):
+    secret: str = Field(description="shown once: only its SHA-256 is stored")
+    path: str = Field(description="POST here (no Authorization header): /v1/reward/<secret>")
+
+
+class ChatMessage(ResponseModel):
+    role: str
+    content: str
+
+
+class ChatTurn(RequestModel):
+    """One chat message of a context sent inline (distill/contexts' `messages`)."""
+
+    role: Literal["system", "user", "assistant"]
+    content: str
+
+
+class TrajectoryCreate(RequestModel):
+    id: ClientId | None = Field(None, description="client-supplied id; makes retries idempotent")
+    task: str = Field(min_length=1)
+    environment: str | None = Field(None, min_length=1, max_length=200)
+    agent: str | None = Field(None, min_length=1, max_length=200)
+    policy_version: str | None = Field(None, min_length=1, max_length=200)
+    group_id: ClientId | None = Field(None, description="sibling rollouts share a group id")
+    parent_trajectory_id: ClientId | None = Field(
+        None, description="the earlier attempt at this task that this one retries (attempt summaries, attempts export)"
+    )
+    attempt: int | None = Field(None, ge=1, le=1_000_000, description="which attempt this is (1 = the first)")
+    metadata: dict[str, Any] | None = None
+    steps: list[Step] = Field(default_factory=list)
+    outcome: Outcome | None = Field(None, description="given: the trajectory is stored closed")
+    retrieval_ids: list[ClientId] | None = Field(None, description="retrievals whose items this episode used")
+
+
+class ContextTrajectory(TrajectoryCreate, StoredOrInline):
+    """A stored trajectory named by `{"id"}` alone, or an inline one (a rollout group
+    not yet stored): the body of POST …/trajectories, `id` optional.
+    """
+
+    task: str | None = Field(None, min_length=1, description="inline: required; a stored trajectory gives only id")
+
+
+class ContextUsed(ResponseModel):
+    """What a referenced context resolved to."""
+
+    trajectory_id: str
+    step: int
+    teacher: str | None = None
+    rendering: str
+    applicable: bool = Field(description="false: the teacher had nothing to add; the plain context was scored")
+    template_version: str
+
+
+class ContextsRequest(RequestModel):
+    snapshot: ClientId | None = Field(None, description="read memory and trajectories as pinned by this snapshot")
+    template: str | None = Field(
+        "default", pattern="^[a-z0-9][a-z0-9_-]{0,62}$", description="the context template (its version echoed)"
+    )
+    trajectories: list[ContextTrajectory] = Field(min_length=1)
+    teachers: list[TeacherSpec] = Field(default_factory=list, description="teacher contexts wanted, each under NAME")
+    leakage: LeakageOptions | None = None
+    history_max_chars: int | None = Field(
+        16_000,
+        ge=0,
+        le=1_000_000,
+        description="the history shown (earlier steps' turns) never exceeds this; the oldest steps go first",
+    )
+    include: list[ContextRendering] | None = Field(
+        None,
+        min_length=1,
+        description="which renderings to return (the other is null): each repeats the history, so a trainer that "
+        "feeds chat messages halves the response by asking for messages alone",
+    )
+    steps: list[Annotated[int, Field(ge=0)]] | None = Field(
+        None,
+        min_length=1,
+        max_length=100_000,
+        description="only these step indices (of every trajectory that has them); default: every step",
+    )
+
+
+class ContextsResult(ResponseModel):
+    snapshot: str | None = None
+    template_version: str = Field(description="name@version of the template the texts were built with")
+    trajectories: list[TrajectoryContexts]
+
+
+class ContrastiveSettings(RequestModel):
+    """The offline contrastive-heuristics reflector (docs/reflection.md)."""
+
+    enabled: bool | None = True
+    similarity: float | None = Field(
+        0.85, ge=0.5, le=1.0, description="cosine that puts two states in one neighbourhood"
+    )
+    min_support: int | None = Field(5, ge=1, description="attempts an action needs before it becomes a heuristic")
+    min_confidence: float | None = Field(0.5, ge=0.0, le=1.0, description="Wilson lower bound the rate must reach")
+    min_lift: float | None = Field(0.2, ge=0.0, le=1.0, description="how much better a 'prefer' action must do")
+
+
+class CreditSettings(RequestModel):
+    """How a reported outcome is shared among what a retrieval served (docs/retrieval.md)."""
+
+    unnamed_top_k: int | None = Field(
+        3,
+        ge=0,
+        le=100,
+        description="an outcome that names no item_ids (and an episode closing over its retrievals) credits only the "
+        "served items ranked in the top this-many: an agent acts on what ranks first, not on all 100 "
+        "look-alikes of a context; 0 credits every served item",
+    )
+
+
+class RubricCriterion(RequestModel):
+    id: ClientId = Field(description="unique within the rubric; names the criterion in scores")
+    text: str = Field(min_length=1, max_length=2000, description="the criterion, judgeable from the trajectory")
+    weight: float = Field(ge=0.0, description="its share of the reward (weights need not sum to 1; not all 0)")
+    check: dict[str, Any] | None = Field(
+        None,
+        description="a rule that decides the criterion; null: an LLM judges it. {type: "
+        "regex|contains|not_contains|json_path|numeric|tool_called|max_steps, …}; see docs/trainers.md "
+        "for each type's fields and the scopes",
+    )
+    stage: str | None = Field(
+        None, min_length=1, max_length=200, description="score it on the steps whose metadata.stage is this only"
+    )
+    rationale: str | None = Field(None, max_length=2000, description="why it matters (kept, not scored)")
+
+
+class RubricCriterionRead(ResponseModel):
+    id: str
+    text: str
+    weight: float
+    check: dict[str, Any] | None = Field(None, description="as stored; null: judged by an LLM")
+    stage: str | None = None
+    method: Literal["rule", "llm"]
+
+
+class CriterionScore(ResponseModel):
+    id: str
+    score: float | None = Field(None, description="in [0, 1] (rules: 0 or 1); null when skipped")
+    weight: float
+    method: CriterionMethod
+    rationale: str | None = None
+    stage: str | None = None
+
+
+class Diagnostics(ResponseModel):
+    batch: BatchDiagnostics
+    groups: list[GroupDiagnostics]
+
+
+class DistillSettings(RequestModel):
+    """Teacher contexts for on-policy distillation (docs/trainers.md)."""
+
+    tokenizer_file: str | None = Field(
+        None,
+        min_length=1,
+        max_length=4096,
+        description="a Hugging Face `tokenizers` tokenizer.json on the server (the student's tokenizer): when set, "
+        "teachers may ask for max_tokens and every context reports its tokens",
+    )
+
+
+class ErrorDetail(ResponseModel):
+    type: str = Field(description="what kind of error: invalid_input, unauthorized, not_found, conflict, …")
+    message: str
+    field: str | None = Field(None, description="the field at fault, as a path (`steps[3].state.observation`)")
+    rule: str | None = Field(None, description="the rule it broke, machine-readable")
+    errors: list[dict[str, Any]] | None = Field(None, description="every problem, for schema errors")
+
+
+class ErrorResponse(ResponseModel):
+    """The one shape of every error answer (docs/api.md, "Errors")."""
+
+    error: ErrorDetail
+
+
+class EvidenceCardSettings(RequestModel):
+    enabled: bool | None = True
+    groups: int | None = Field(3, ge=1, le=100, description="latest rollout groups a task's card draws on")
+
+
+class EvidenceLink(ResponseModel):
+    trajectory_id: str
+    step_start: int | None = None
+    step_end: int | None = None
+
+
+class FreezeState(ResponseModel):
+    namespace: str
+    frozen: bool
+    frozen_at: datetime | None = None
+
+
+class GroupDiagnostics(ResponseModel):
+    group_id: str
+    trajectories: int
+    tokens: int
+    reward_mean: float
+    reward_std: float | None = Field(None, description="sample std (null for a group of one)")
+    sign_flips: int
+    order_consistency: float | None = None
+    order_pairs: int | None = None
+    length_correlation: float | None = None
+    signal_mean: float | None = Field(None, description="mean over the group of the summed signal S_i")
+    clipped_tokens_share: float | None = None
+    sign_flips_prevented: int | None = None
+
+
+class JobRead(ResponseModel):
+    id: str
+    kind: str
+    status: Literal["queued", "running", "done", "failed"]
+    payload: dict[str, Any]
+    priority: int
+    attempts: int
+    max_attempts: int
+    last_error: str | None = None
+    locked_by: str | None = None
+    run_after: datetime
+    lease_expires_at: datetime | None = None
+    created_at: datetime
+    updated_at: datetime
+    finished_at: datetime | None = None
+
+
+class KeyCreate(RequestModel):
+    role: Role
+    namespaces: list[str] = Field(min_length=1, description='namespace names this key may touch, or ["*"] for all')
+    description: str | None = Field(None, max_length=200)
+
+
+class Key(ResponseModel):
+    id: str
+    role: Role
+    namespaces: list[str]
+    description: str | None = None
+    created_at: datetime
+    revoked_at: datetime | None = None
+    expires_at: datetime | None = Field(None, description="set by a rotation: refused from then on")
+
+
+class KeyCreated(Key):
+    key: str = Field(description="the secret; shown only in this response")
+
+
+class KeyRotate(RequestModel):
+    grace_seconds: int | None = Field(
+        3600, ge=0, le=2_592_000, description="how long the old key stays valid beside the new one (0: refused at once)"
+    )
+    description: str | None = Field(None, max_length=200, description="the new key's (default: the old key's)")
+
+
+class LLMReflectionSettings(RequestModel):
+    """The LLM reflectors (docs/reflection.md). They run only when the server has an
+    LLM configured (`REFLEXA_LLM__BASE_URL`); these settings choose what they do per
+    namespace.
+    """
+
+    enabled: bool | None = Field(
+        True, description="run the LLM reflectors in this namespace (when an LLM is configured)"
+    )
+    reflectors: list[Literal["heuristics", "skills", "rubrics", "golden_negatives"]] | None = Field(
+        None,
+        description="which LLM reflectors run: heuristics (every closed attempt), skills (successes), rubrics (tasks "
+        "with mixed outcomes), golden_negatives (failed attempts with metadata.expert = true)",
+    )
+    dedup_similarity: float | None = Field(
+        0.92,
+        ge=0.5,
+        le=1.0,
+        description="cosine at or above which a new heuristic or skill is the same as an existing one: its evidence "
+        "is merged into it (an automatic UPVOTE, no LLM call)",
+    )
+    maintenance_similarity: float | None = Field(
+        0.75,
+        ge=0.0,
+        le=1.0,
+        description="cosine at or above which existing heuristics are shown to the pool-maintenance prompt as "
+        "neighbours of a new one (ADD / EDIT / UPVOTE / DOWNVOTE); with none, the new one is added",
+    )
+    max_neighbours: int | None = Field(5, ge=1, le=20, description="most existing heuristics shown to pool maintenance")
+    activation: Literal["evidence", "operator"] | None = Field(
+        "evidence",
+        description="evidence: a candidate becomes active when its importance reaches activation_importance; "
+        "operator: only an operator's approval (PATCH status active) activates",
+    )
+    activation_importance: int | None = Field(
+        3,
+        ge=1,
+        le=1000,
+        description="importance (1 when added, +1 per UPVOTE / EDIT / merged duplicate, -1 per DOWNVOTE) at which a "
+        "candidate becomes active; for a rubric, the attempts it was written from",
+    )
+    rubric_attempts: int | None = Field(
+        8, ge=2, le=32, description="most attempts of a task shown to the rubrics prompt (successes and failures)"
+    )
+    rubric_min_new_attempts: int | None = Field(
+        2, ge=1, le=100, description="attempts not yet behind a task's rubric needed before it is rewritten"
+    )
+    max_prompt_steps: int | None = Field(
+        60, ge=4, le=1000, description="most steps of one trajectory shown to a prompt (first and last kept)"
+    )
+
+
+class LeakageOptions(RequestModel):
+    """Leakage guards, all on by default: memory never shows evidence from the
+    trajectory itself, its rollout group, or (allow_same_task false) its task.
+    """
+
+    allow_same_trajectory: bool | None = False
+    allow_same_group: bool | None = False
+    allow_same_task: bool | None = Field(
+        False, description="not applied to evidence_card and attempt_summary (task-scoped)"
+    )
+
+
+class LeakageApplied(ResponseModel):
+    allow_same_trajectory: bool
+    allow_same_group: bool
+    allow_same_task: bool
+    task_scoped: bool = Field(description="about the task by design (evidence_card, attempt_summary): no task guard")
+    trajectory_scoped: bool = Field(
+        description="built from this trajectory itself by design (hindsight, reflection): no evidence guards"
+    )
+    excluded_trajectories: int = Field(0, description="trajectories whose evidence was excluded")
+    excluded_tasks: int = Field(0, description="tasks whose evidence was excluded")
+    dropped_items: int = Field(
+        0, description="items left out because their evidence is this trajectory's, its group's or its task's"
+    )
+    redacted_actions: int = Field(0, description="occurrences of the step's own action replaced by [action withheld]")
+
+
+class Logprobs(RequestModel):
+    """The sampled tokens' log-probs under each model or context (a plain list is
+    named "default" where a name is needed).
+    """
+
+    student: list[float] | None = Field(None, description="log π_S(y_t | plain context): the student, as sampled")
+    teacher: list[float] | dict[SignalName, list[float]] | None = Field(
+        None, description="log π_T(y_t | teacher context); several teachers (hindsight horizons) as {NAME: [float]}"
+    )
+    pre: list[float] | dict[SignalName, list[float]] | None = Field(
+        None, description="direct_opd: log π_pre(y_t) under the pre-RL checkpoint(s)"
+    )
+    post: list[float] | dict[SignalName, list[float]] | None = Field(
+        None, description="direct_opd: log π_post(y_t) under the post-RL checkpoint(s)"
+    )
+
+
+class NamespaceCreate(RequestModel):
+    name: str = Field(pattern="^[a-z0-9][a-z0-9_-]{0,62}$", description="1-63 of a-z 0-9 _ -, starting a-z or 0-9")
+    settings: NamespaceSettings | None = None
+
+
+class Namespace(ResponseModel):
+    name: str
+    settings: NamespaceSettingsRead
+    created_at: datetime
+    frozen: bool = Field(False, description="frozen for evaluation: memory does not change until thawed")
+    frozen_at: datetime | None = None
+
+
+class NamespaceSettings(RequestModel):
+    """Per-namespace behaviour; every field has a default, unknown fields are refused."""
+
+    gamma: float | None = Field(0.95, ge=0.0, le=1.0, description="discount for return-to-go")
+    state_text: StateTextSettings | None = None
+    ranking: RankingSettings | None = None
+    credit: CreditSettings | None = None
+    reflection: ReflectionSettings | None = None
+    distill: DistillSettings | None = None
+
+
+class NamespaceSettingsRead(ResponseModel):
+    gamma: float = 0.95
+    state_text: dict[str, Any] = Field(default_factory=dict)
+    ranking: dict[str, Any] = Field(default_factory=dict)
+    credit: dict[str, Any] = Field(default_factory=dict)
+    reflection: dict[str, Any] = Field(default_factory=dict)
+
+
+class OpenRLHFRequest(ResponseModel):
+    """What OpenRLHF's remote reward model client POSTs (--remote_rm_url). Unknown
+    fields are ignored: a newer OpenRLHF may send more.
+    """
+
+    query: list[str] = Field(description="prompt + response, as OpenRLHF decoded them")
+    prompts: list[str] | None = Field(None, description="the prompts, one per query")
+    labels: list[Any] | None = Field(None, description="the ground truths, one per query")
+
+
+class OpenRLHFResponse(ResponseModel):
+    rewards: list[float]
+    scores: list[float] = Field(description="the same values, in [0, 1] (OpenRLHF's dynamic filtering reads them)")
+    extra_logs: dict[str, list[float]] = Field(description="rubric/<criterion id>: its score per query")
+
+
+class Outcome(RequestModel):
+    success: bool | None = None
+    reward: float | None = None
+    failure_reason: str | None = None
+    details: dict[str, Any] | None = None
+
+
+class OutcomeRead(ResponseModel):
+    success: bool | None = None
+    reward: float | None = None
+    failure_reason: str | None = None
+    details: dict[str, Any] | None = None
+
+
+class PlainContext(ResponseModel):
+    text: str | None = Field(None, description="null when `include` leaves it out")
+    messages: list[ChatMessage] | None = Field(None, description="null when `include` leaves it out")
+    omitted_steps: int = Field(0, description="earlier steps dropped by history_max_chars")
+    tokens: int | None = Field(None, description="tokens of `text` (with a tokenizer configured)")
+
+
+class RankingSettings(RequestModel):
+    """Weights of the retrieval ranking (docs/retrieval.md)."""
+
+    internal_weight: float | None = Field(
+        0.3, ge=0.0, le=1.0, description="weight of the internal-state match when query and item both have one"
+    )
+    utility_weight: float | None = Field(
+        0.5, ge=0.0, le=2.0, description="how far utility moves an item within the similarity band"
+    )
+    lexical_weight: float | None = Field(
+        0.5,
+        ge=0.0,
+        le=1.0,
+        description="share of the lexical match (overlap of the state texts' words and near word pairs, numbers and "
+        "short words included) in an item's relevance: (1 - w) * dense cosine + w * lexical; the lexical "
+        "index also adds its own best matches to the candidates; 0 turns both off",
+    )
+    similarity_band: float | None = Field(
+        0.05,
+        ge=0.0,
+        le=1.0,
+        description="utility and recency reorder only items whose similarities are within this of each other; an "
+        "exact match of the query state always ranks above every other item (docs/retrieval.md)",
+    )
+    recency_weight: float | None = Field(0.1, ge=0.0, le=1.0, description="share of the score that decays with age")
+    recency_half_life_days: float | None = Field(30.0, gt=0.0, description="age at which recency counts half")
+
+
+class ReflectionRead(ResponseModel):
+    id: str
+    kind: Kind
+    status: ItemStatus
+    version: int
+    content: dict[str, Any]
+    text: str
+    environment: str | None = None
+    task: str | None = None
+    reflector: str
+    reflector_version: str
+    model: str | None = None
+    evidence_count: int
+    evidence_successes: int
+    evidence_failures: int
+    evidence_value: float | None = Field(None, description="mean value of the evidence (exemplars: return-to-go)")
+    utility: ReflectionUtility
+    evidence: list[EvidenceLink] = Field(description="newest first; all of it on GET one, the newest 5 in lists")
+    created_at: datetime
+    updated_at: datetime
+
+
+class ReflectionSettings(RequestModel):
+    contrastive: ContrastiveSettings | None = None
+    evidence_cards: EvidenceCardSettings | None = None
+    llm: LLMReflectionSettings | None = None
+
+
+class ReflectionUpdate(RequestModel):
+    """An edit (content/text: a new version, the old one kept in the history) and/or
+    a status change (approve, retire, restore).
+    """
+
+    content: dict[str, Any] | None = None
+    text: str | None = Field(None, min_length=1)
+    status: ItemStatus | None = None
+    note: str | None = Field(None, max_length=2000, description="why: kept in the history")
+    expected_version: int | None = Field(None, ge=1, description="refuse (409) if someone edited it meanwhile")
+
+
+class ReflectionUtility(ResponseModel):
+    uses: int
+    successes: int
+    failures: int
+    reward_sum: float
+
+
+class ReflectionVersionRead(ResponseModel):
+    version: int
+    action: str
+    status: ItemStatus
+    content: dict[str, Any]
+    actor: str
+    note: str | None = None
+    created_at: datetime
+
+
+class RenderOptions(RequestModel):
+    format: RenderFormat | None = "markdown"
+    max_chars: int | None = Field(4000, ge=100, le=200_000, description="the context block never exceeds this")
+
+
+class RetrievalOutcomeReport(RequestModel):
+    success: bool | None = None
+    reward: float | None = None
+    trajectory_id: ClientId | None = None
+    details: dict[str, Any] | None = None
+    item_ids: list[str] | None = Field(
+        None,
+        max_length=1000,
+        description="credit only these served items (the ones the agent acted on); default: every served item",
+    )
+
+
+class RetrievalOutcome(ResponseModel):
+    retrieval_id: str
+    success: bool | None = None
+    reward: float | None = None
+    credited_items: int
+
+
+class RetrieveBatchRequest(RequestModel):
+    requests: list[RetrieveRequest] = Field(
+        min_length=1,
+        description="one retrieve per state, each with its own filters (at most limits.max_batch_retrievals)",
+    )
+
+
+class RetrieveBatchResult(ResponseModel):
+    results: list[RetrieveResult] = Field(description="in the order of `requests`, each with its own retrieval_id")
+
+
+class RetrieveFilters(RequestModel):
+    agent: str | None = Field(
+        None, min_length=1, max_length=200, description="only items with evidence from this agent"
+    )
+    policy_version: str | None = Field(
+        None, min_length=1, max_length=200, description="only items with evidence from this policy version"
+    )
+    status: list[ItemStatus] | None = Field(None, min_length=1)
+    exclude_tasks: list[str] | None = Field(
+        None, description="leakage guard: drop items with any evidence from these tasks"
+    )
+    exclude_trajectory_ids: list[ClientId] | None = Field(
+        None, description="leakage guard: drop items with any evidence from these trajectories"
+    )
+    as_of: datetime | None = Field(None, description="only items that existed at this time")
+
+
+class RetrieveRequest(RequestModel):
+    state: State
+    internal_state: str | None = Field(None, description="the agent's current plan / subgoal, matched separately")
+    task: str | None = None
+    environment: str | None = Field(None, min_length=1, max_length=200, description="only items from this environment")
+    kinds: list[Kind] | None = Field(None, min_length=1)
+    k: int | None = Field(10, ge=1, le=100)
+    min_score: float | None = Field(None, description="drop items scoring below this")
+    mmr_lambda: float | None = Field(
+        None, ge=0.0, le=1.0, description="diversify with MMR: 1 = pure relevance, 0 = pure novelty"
+    )
+    filters: RetrieveFilters | None = None
+    render: RenderOptions | None = Field(None, description="ask for a ready-to-inject context block")
+    trajectory_id: ClientId | None = Field(
+        None, description="the episode this retrieval serves; its outcome will credit the items"
+    )
+    snapshot: ClientId | None = Field(
+        None,
+        description="answer from this snapshot's memory (deterministic: the same request, the same bytes); not "
+        "logged, so there is no retrieval_id to credit",
+    )
+    consistency_token: str | None = Field(None, description="from a write: wait until it is searchable")
+    wait_timeout_ms: int | None = Field(5000, ge=0, le=60_000, description="how long to wait for consistency_token")
+
+
+class RetrieveResult(ResponseModel):
+    retrieval_id: str | None = Field(
+        None, description="the logged retrieval to report an outcome for; null under a snapshot"
+    )
+    items: list[RetrievedItem]
+    context: str | None = None
+    gamma: float = Field(description="the discount used for return_to_go in exemplar items")
+    waited_ms: int = Field(0, description="time spent waiting for consistency_token")
+
+
+class RetrievedItem(ResponseModel):
+    id: str
+    kind: str
+    status: str
+    version: int
+    content: dict[str, Any]
+    text: str
+    score: float = Field(
+        description="the rank: similarity, adjusted by utility and recency within ranking.similarity_band; an exact "
+        "match of the query state scores above every other item",
+    )
+    similarity: float = Field(
+        description="raw cosine of the state match (joint with internal state when both have one)"
+    )
+    lexical_similarity: float | None = Field(
+        None, description="word overlap of the state texts (cosine of their word sets); null without a lexical text"
+    )
+    exact_match: bool = Field(
+        False, description="the item's state (and internal state, when the query gave one) is the query's, exactly"
+    )
+    state_similarity: float
+    internal_similarity: float | None = None
+    utility: Utility
+    evidence: list[EvidenceLink]
+    evidence_count: int
+    environment: str | None = None
+    created_at: datetime
+    updated_at: datetime
+
+
+class RubricCreate(RequestModel):
+    id: ClientId = Field(description="client-supplied: a retry with the same body is a replay")
+    name: str = Field(min_length=1, max_length=200)
+    criteria: list[RubricCriterion] = Field(min_length=1, max_length=100)
+    task: str | None = Field(None, min_length=1, description="the task it judges: retrieval matches it by this")
+    environment: str | None = Field(None, min_length=1, max_length=200)
+    status: Literal["candidate", "active"] | None = Field("active", description="served by retrieval when active")
+
+
+class Rubric(ResponseModel):
+    id: str
+    namespace: str
+    name: str
+    status: str
+    version: int
+    criteria: list[RubricCriterionRead]
+    text: str
+    task: str | None = None
+    environment: str | None = None
+    reflector: str = Field(description="who wrote it: api (POST …/rubrics) or llm_rubrics (the reflector)")
+    created_at: datetime
+    updated_at: datetime
+
+
+class RubricBatchScore(ResponseModel):
+    rubric_id: str
+    rubric_version: int
+    items: list[RubricScore]
+    reward_mean: float | None = Field(None, description="the mean reward of the items that have one")
+
+
+class RubricScoreBatchRequest(RequestModel):
+    """A rollout group (or any batch) scored with one rubric."""
+
+    items: list[RubricScoreItem] = Field(min_length=1)
+    snapshot: ClientId | None = None
+    skip_judged: bool | None = False
+
+
+class RubricScoreItem(RequestModel, OneTrajectory):
+    """One trajectory to score: a stored one by id, or an inline one (the body of
+    POST …/trajectories, not stored).
+    """
+
+    trajectory_id: ClientId | None = Field(None, description="a stored trajectory")
+    trajectory: TrajectoryCreate | None = Field(None, description="an inline trajectory (not stored)")
+    final_answer: str | dict[str, Any] | None = Field(
+        None, description="what `final_answer` checks read; default: the last step's action"
+    )
+    label: Any = Field(
+        None,
+        description="the ground truth filled into `{{label}}` in checks and shown to the judge; default: a stored "
+        "trajectory's metadata.label",
+    )
+
+
+class RubricScore(ResponseModel):
+    rubric_id: str
+    rubric_version: int
+    trajectory_id: str | None = None
+    reward: float | None = Field(None, description="sum(weight * score) / sum(weight) over the scored criteria")
+    criteria: list[CriterionScore]
+    stages: list[StageScore] = Field(description="per metadata.stage of the steps (RubricEM); empty without")
+
+
+class RubricScoreRequest(RubricScoreItem):
+    snapshot: ClientId | None = Field(None, description="read the rubric and stored trajectories as pinned")
+    skip_judged: bool | None = Field(
+        False, description="with no LLM configured, skip judged criteria (method 'skipped') instead of a 503"
+    )
+
+
+class ScoredItem(ResponseModel):
+    index: int = Field(description="the item's position in the request")
+    id: str | None = None
+    token_ids: list[int] = Field(description="the continuation's tokens, as scored")
+    logprobs: list[float] = Field(description="log π_teacher(token_ids[t] | context, token_ids[:t]), aligned")
+    prompt_tokens: int = Field(description="tokens of the context the continuation was scored after")
+    entropies: list[float] | None = Field(None, description="with `entropy`: the teacher's entropy at each position")
+    top_k: list[list[TopLogprob]] | None = Field(None, description="with `top_k`: the k most likely, best first")
+    context: ContextUsed | None = Field(None, description="for an item given by `ref`")
+    endpoint_ms: float = Field(description="the duration of the endpoint call that scored this item")
+
+
+class SnapshotCreate(RequestModel):
+    id: ClientId | None = Field(None, description="client-supplied id; makes retries idempotent")
+    note: str | None = Field(None, max_length=2000)
+
+
+class Snapshot(ResponseModel):
+    id: str
+    namespace: str
+    watermark: int = Field(description="the namespace's change-feed position when it was taken")
+    note: str | None = None
+    reflection_count: int
+    trajectory_count: int
+    step_count: int
+    created_by: str | None = None
+    created_at: datetime
+
+
+class StageScore(ResponseModel):
+    stage: str
+    steps: list[int] = Field(description="the indexes of the stage's steps")
+    reward: float | None = None
+    criteria: list[CriterionScore]
+
+
+class State(RequestModel):
+    observation: str = Field(description="what the agent observed, as text")
+    data: dict[str, Any] | None = Field(None, description="optional structured state")
+
+
+class StateRead(ResponseModel):
+    observation: str
+    data: dict[str, Any] | None = None
+
+
+class StateTextSettings(RequestModel):
+    """How a state becomes the text that is embedded and matched (docs/retrieval.md).
+    The agent's internal state is embedded separately, never folded in here.
+    """
+
+    fields: list[Literal["task", "observation", "data"]] | None = Field(
+        None,
+        min_length=1,
+        description="what goes into the state text, in order: the task, the observation text, the structured state "
+        "data (as sorted `key: value` lines)",
+    )
+    max_chars: int | None = Field(2000, ge=100, le=100_000, description="state text is cut to this before embedding")
+
+
+class Stats(ResponseModel):
+    mean: float
+    std: float
+    min: float
+    p1: float
+    p5: float
+    p25: float
+    p50: float
+    p75: float
+    p95: float
+    p99: float
+    max: float
+
+
+class StepContexts(ResponseModel):
+    index: int
+    plain: PlainContext
+    teachers: dict[str, TeacherContext]
+
+
+class Step(RequestModel):
+    index: int | None = Field(
+        None,
+        ge=0,
+        description="position in the trajectory; when given it must be the next free index (or an index already "
+        "stored with an identical step, which is a harmless replay)",
+    )
+    state: State
+    internal_state: str | None = Field(None, description="the agent's plan / subgoal / thought")
+    action: str | dict[str, Any] = Field(description="action text or a tool call object")
+    result: str | None = Field(None, description="observation after the action")
+    error: str | None = None
+    reward: float | None = None
+    done: bool | None = Field(False, description="terminal step")
+    truncated: bool | None = Field(False, description="cut by a time limit (distinct from done)")
+    caused_failure: bool | None = Field(False, description="this step caused the episode's failure")
+    metadata: dict[str, Any] | None = None
+
+
+class StepRead(ResponseModel):
+    index: int
+    state: StateRead
+    internal_state: str | None = None
+    action: str | dict[str, Any]
+    result: str | None = None
+    error: str | None = None
+    reward: float | None = None
+    done: bool = False
+    truncated: bool = False
+    caused_failure: bool = False
+    metadata: dict[str, Any] | None = None
+    created_at: datetime
+
+
+class StepsAppend(RequestModel):
+    steps: list[Step] = Field(min_length=1)
+
+
+class StepsAppended(ResponseModel):
+    trajectory_id: str
+    step_count: int
+    appended: int = Field(description="steps newly stored by this call (replayed ones excluded)")
+    consistency_token: str
+
+
+class TaskStats(ResponseModel):
+    task_hash: str
+    task: str
+    policy_version: str | None = Field(
+        None, description="with group_by=task,policy_version; null with group_by=task (or for rollouts without one)"
+    )
+    attempts: int = Field(description="closed trajectories")
+    open: int = Field(description="trajectories not closed yet (no attempt yet)")
+    successes: int
+    failures: int
+    rewarded: int = Field(description="attempts with a reward: `reward`, else 1.0/0.0 from `success`")
+    success_rate: float | None = Field(None, description="successes / attempts with a success value; null when none")
+    reward_mean: float | None = Field(None, description="over rewarded attempts; null when none")
+    reward_var: float | None = Field(None, description="population variance over rewarded attempts; null when none")
+    groups: int = Field(description="distinct non-null group_id")
+    mixed_groups: int = Field(description="groups with both a success and a failure")
+    signal_groups: int = Field(description="groups with at least two rewarded members (what learning_signal averages)")
+    learning_signal: float | None = Field(
+        None,
+        description="mean over groups with >= 2 rewarded members of the within-group reward variance (population); "
+        "null when no such group. All-win and all-lose groups give 0: GRPO learns nothing there",
+    )
+    last_seen: datetime = Field(description="latest created_at or closed_at")
+
+
+class TaskStatsPage(Page[TaskStats]):
+    snapshot: str | None = Field(None, description="the snapshot the statistics are as of; null: live")
+
+
+class TeacherContext(ResponseModel):
+    text: str | None = Field(None, description="null when `include` leaves it out")
+    messages: list[ChatMessage] | None = Field(None, description="null when `include` leaves it out")
+    item_ids: list[str] = Field(description="what the block was built from: reflection ids, step:N, outcome, …")
+    chars: int = Field(description="length of the privileged block")
+    item_chars: dict[str, int] = Field(default_factory=dict, description="characters of the block per item used")
+    privileged: str = Field("", description="the privileged block alone")
+    omitted_items: int = Field(0, description="items or lines left out by the budgets")
+    tokens: int | None = Field(None, description="tokens of the privileged block (with a tokenizer configured)")
+    leakage: LeakageApplied
+    applicable: bool
+    reason: str | None = Field(None, description="why not applicable (then text and messages are the plain ones)")
+
+
+class TeacherContextRef(RequestModel):
+    """A context the service builds: step `step` of stored trajectory `trajectory_id`,
+    under teacher `teacher` (a name of the request's `contexts.teachers`; null: the
+    plain context), rendered as `rendering`.
+    """
+
+    trajectory_id: ClientId
+    step: int = Field(ge=0, description="the step's index")
+    teacher: str | None = Field(
+        None,
+        pattern="^[A-Za-z0-9][A-Za-z0-9._:@-]{0,63}$",
+        description="a key of contexts.teachers (TeacherSpec.key); null: the plain context",
+    )
+    rendering: ContextRendering | None = Field(
+        "text", description="which rendering of the context to score under (messages: openai_completions only)"
+    )
+
+
+class TeacherContextsOptions(RequestModel):
+    """How referenced contexts are built: the body of …/distill/contexts, less the
+    trajectories and steps (taken from the items).
+    """
+
+    teachers: list[TeacherSpec] = Field(default_factory=list)
+    snapshot: ClientId | None = None
+    template: str | None = Field("default", pattern="^[a-z0-9][a-z0-9_-]{0,62}$")
+    leakage: LeakageOptions | None = None
+    history_max_chars: int | None = Field(16_000, ge=0, le=1_000_000)
+
+
+class TeacherContinuation(RequestModel, OneContinuation):
+    """The student's sampled continuation: its token ids (scored as they are), or a
+    text tokenized without special tokens.
+    """
+
+    token_ids: list[Annotated[int, Field(ge=0)]] | None = Field(None, min_length=1, max_length=1_000_000)
+    text: str | None = Field(None, min_length=1)
+
+
+class TeacherEndpoint(ResponseModel):
+    url: str = Field(description="the endpoint's root, without credentials")
+    protocol: str
+    model: str | None = None
+
+
+class TeacherLogprobsItem(RequestModel, OneContext):
+    id: str | None = Field(None, max_length=200, description="echoed in the answer, for the trainer's bookkeeping")
+    continuation: TeacherContinuation
+    context: TeacherPrompt | None = Field(None, description="the context inline (or give `ref`)")
+    ref: TeacherContextRef | None = Field(None, description="a context built by the service (or give `context`)")
+
+
+class TeacherLogprobsRequest(RequestModel):
+    items: list[TeacherLogprobsItem] = Field(min_length=1)
+    contexts: TeacherContextsOptions | None = Field(
+        None, description="how items' `ref` contexts are built (needed once any item has a ref to a teacher)"
+    )
+    top_k: int | None = Field(0, ge=0, le=100, description="the teacher's k most likely tokens at each position")
+    entropy: bool | None = Field(
+        False, description="the teacher's entropy at each position (asks the endpoint for the whole distribution)"
+    )
+
+
+class TeacherLogprobsResult(ResponseModel):
+    endpoint: TeacherEndpoint
+    items: list[ScoredItem]
+    timing: TeacherTiming
+
+
+class TeacherPrompt(RequestModel, OnePrompt):
+    """A context given inline, as …/distill/contexts returns it (`text` or `messages`),
+    or already as token ids. Text is tokenized with the tokenizer's special tokens (a
+    BOS); messages are rendered by the endpoint's chat template with the generation
+    prompt (openai_completions only).
+    """
+
+    text: str | None = Field(None, min_length=1)
+    messages: list[ChatTurn] | None = Field(None, min_length=1)
+    token_ids: list[Annotated[int, Field(ge=0)]] | None = Field(None, min_length=1, max_length=1_000_000)
+
+
+class TeacherSpec(RequestModel, TeacherKey):
+    kind: TeacherKind
+    name: str | None = Field(
+        None,
+        pattern="^[A-Za-z0-9][A-Za-z0-9._:@-]{0,63}$",
+        description="the response key; default: the kind (hindsight: 'hindsight@h')",
+    )
+    horizon: int | None = Field(None, ge=1, le=10_000, description="hindsight: steps ahead shown (default 1)")
+    kinds: list[Kind] | None = Field(
+        None, min_length=1, description="memory: reflection kinds retrieved (default skill, heuristic, exemplar)"
+    )
+    k: int | None = Field(
+        None, ge=1, le=100, description="memory: items retrieved per step (default 5); attempt_summary: attempts (3)"
+    )
+    max_chars: int | None = Field(
+        None,
+        ge=1,
+        le=200_000,
+        description="the privileged block never exceeds this (default 4000; with max_tokens only, 200,000)",
+    )
+    max_tokens: int | None = Field(
+        None, ge=1, le=100_000, description="the block never exceeds this many tokens (needs distill.tokenizer_file)"
+    )
+
+
+class TeacherTiming(ResponseModel):
+    total_ms: float = Field(description="this request, end to end on our side")
+    endpoint_ms: float = Field(description="wall time during which a scoring call to the endpoint was in flight")
+    tokenize_ms: float = Field(description="tokenizing contexts and continuations (file or endpoint)")
+    contexts_ms: float = Field(description="building referenced contexts")
+    requests: int = Field(description="scoring requests sent (each up to teacher.max_batch sequences)")
+    retries: int = Field(description="requests repeated after a connection error, 429 or 5xx")
+
+
+class TeacherTopK(RequestModel):
+    """Per token, the teacher's k most likely next tokens (k the same for every token
+    of a trajectory): their teacher log-probs and the student's log-probs of the same
+    tokens. Used by the entropy rule of token_signal.
+    """
+
+    teacher: list[list[float]] = Field(description="(tokens × k) the teacher's top-k log-probs")
+    student: list[list[float]] = Field(description="(tokens × k) the student's log-probs of those tokens")
+
+
+class TopLogprob(ResponseModel):
+    token_id: int | None = Field(None, description="null: the endpoint named the token only by its text (echo mode)")
+    token: str | None = Field(None, description="the token's text, where the endpoint gave only that")
+    logprob: float
+
+
+class TrajectoryAdvantages(ResponseModel):
+    id: str
+    group_id: str
+    advantage: float | None = Field(
+        None, description="the outcome advantage A used (null: the trainer sent a per-token list)"
+    )
+    advantages: list[float] = Field(description="per token, aligned with the input tokens; 0 on masked tokens")
+    token_rewards: list[float] | None = Field(
+        None, description="per token: r_t after regulation (step methods: the hindsight gap); 0 on masked tokens"
+    )
+    steps: list[int] | None = Field(None, description="step methods: the step indices, in order")
+    step_signal: list[float] | None = Field(
+        None, description="per step (aligned with `steps`): step_shaping g_s; horizon_agreement z_s"
+    )
+    step_scale: list[float] | None = Field(None, description="per step: A'_s / A")
+
+
+class TrajectoryBatchCreate(RequestModel):
+    trajectories: list[TrajectoryCreate] = Field(min_length=1)
+
+
+class TrajectoryContexts(ResponseModel):
+    id: str | None = Field(None, description="the trajectory's id (null: an inline trajectory sent without one)")
+    steps: list[StepContexts]
+
+
+class TrajectoryDeleted(ResponseModel):
+    id: str
+    deleted_steps: int
+    deleted_reflections: int
+
+
+class Trajectory(ResponseModel):
+    id: str
+    namespace: str
+    task: str
+    environment: str | None = None
+    agent: str | None = None
+    policy_version: str | None = None
+    group_id: str | None = None
+    parent_trajectory_id: str | None = None
+    attempt: int | None = None
+    metadata: dict[str, Any] | None = None
+    retrieval_ids: list[str] | None = None
+    status: TrajectoryStatus
+    outcome: OutcomeRead | None = None
+    step_count: int
+    created_at: datetime
+    updated_at: datetime
+    closed_at: datetime | None = None
+    steps: list[StepRead] | None = Field(None, description="present when asked for (GET one, include_steps)")
+
+
+class TrajectoryWritten(Trajectory):
+    consistency_token: str = Field(description="pass to retrieve for read-your-writes")
+
+
+class Utility(ResponseModel):
+    mean: float = Field(description="posterior mean success rate when served (Beta, centred on the baseline)")
+    std: float = Field(description="posterior standard deviation: the uncertainty of `mean`")
+    uses: int
+    successes: int
+    failures: int
+    baseline: float = Field(description="the namespace's success rate over all reported retrievals")
+
+
+__all__ = [
+    "AdvantageGroup",
+    "AdvantageMethod",
+    "AdvantagesRequest",
+    "AdvantagesResponse",
+    "AdvantageTrajectory",
+    "BatchDiagnostics",
+    "BatchItemResult",
+    "BatchResult",
+    "ChatMessage",
+    "ChatTurn",
+    "ClientId",
+    "ContextRendering",
+    "ContextsRequest",
+    "ContextsResult",
+    "ContextTrajectory",
+    "ContextUsed",
+    "ContrastiveSettings",
+    "CreditSettings",
+    "CriterionMethod",
+    "CriterionScore",
+    "Diagnostics",
+    "DistillSettings",
+    "ErrorDetail",
+    "ErrorResponse",
+    "EvidenceCardSettings",
+    "EvidenceLink",
+    "FreezeState",
+    "GroupDiagnostics",
+    "ItemStatus",
+    "JobRead",
+    "Key",
+    "KeyCreate",
+    "KeyCreated",
+    "KeyRotate",
+    "Kind",
+    "LeakageApplied",
+    "LeakageOptions",
+    "LLMReflectionSettings",
+    "Logprobs",
+    "Namespace",
+    "NamespaceCreate",
+    "NamespaceSettings",
+    "NamespaceSettingsRead",
+    "OpenRLHFRequest",
+    "OpenRLHFResponse",
+    "Outcome",
+    "OutcomeRead",
+    "PlainContext",
+    "RankingSettings",
+    "ReflectionRead",
+    "ReflectionSettings",
+    "ReflectionUpdate",
+    "ReflectionUtility",
+    "ReflectionVersionRead",
+    "RenderFormat",
+    "RenderOptions",
+    "RetrievalOutcome",
+    "RetrievalOutcomeReport",
+    "RetrieveBatchRequest",
+    "RetrieveBatchResult",
+    "RetrievedItem",
+    "RetrieveFilters",
+    "RetrieveRequest",
+    "RetrieveResult",
+    "RewardCapability",
+    "RewardCapabilityCreate",
+    "RewardCapabilityCreated",
+    "Role",
+    "Rubric",
+    "RubricBatchScore",
+    "RubricCreate",
+    "RubricCriterion",
+    "RubricCriterionRead",
+    "RubricScore",
+    "RubricScoreBatchRequest",
+    "RubricScoreItem",
+    "RubricScoreRequest",
+    "ScoredItem",
+    "SignalName",
+    "Snapshot",
+    "SnapshotCreate",
+    "SortOrder",
+    "StageScore",
+    "State",
+    "StateRead",
+    "StateTextSettings",
+    "Stats",
+    "Step",
+    "StepContexts",
+    "StepRead",
+    "StepsAppend",
+    "StepsAppended",
+    "TaskGroupBy",
+    "TaskSort",
+    "TaskStats",
+    "TaskStatsPage",
+    "TeacherContext",
+    "TeacherContextRef",
+    "TeacherContextsOptions",
+    "TeacherContinuation",
+    "TeacherEndpoint",
+    "TeacherKind",
+    "TeacherLogprobsItem",
+    "TeacherLogprobsRequest",
+    "TeacherLogprobsResult",
+    "TeacherPrompt",
+    "TeacherSpec",
+    "TeacherTiming",
+    "TeacherTopK",
+    "TopLogprob",
+    "Trajectory",
+    "TrajectoryAdvantages",
+    "TrajectoryBatchCreate",
+    "TrajectoryContexts",
+    "TrajectoryCreate",
+    "TrajectoryDeleted",
+    "TrajectoryStatus",
+    "TrajectoryWritten",
+    "Utility",
+]

@@ -32,7 +32,7 @@ from sqlalchemy.orm import Session
 from domain.jobs import Dedup, Lane, Priority, declare
 from domain.reflections import ReflectionDraft
 from domain.settings import NamespaceSettings
-from reflectors import repository as reflector_queries
+from reflectors import repository
 from reflectors.derived import Derived, upsert_derived
 from reflectors.evidence_cards import action_key
 from reflectors.registry import Reflector, register
@@ -183,8 +183,8 @@ class ContrastiveReflector:
         with self.db.read() as session:
             c = read_settings(session, ns).reflection.contrastive
             config = ContrastiveConfig(c.similarity, c.min_support, c.min_confidence, c.min_lift)
-            pairs = reflector_queries.list_exemplars_with_vectors(session, ns, env, self.embedder.name, MAX_EXEMPLARS)
-            existing = reflector_queries.list_reflections_by_reflector(session, ns, NAME, env)
+            pairs = repository.list_exemplars_with_vectors(session, ns, env, self.embedder.name, MAX_EXEMPLARS)
+            existing = repository.list_reflections_by_reflector(session, ns, NAME, env)
             existing_vectors = embeddings_repo.read_embeddings(session, [r.pk for r in existing], self.embedder.name)
             if not pairs:
                 return None

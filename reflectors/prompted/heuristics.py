@@ -37,7 +37,7 @@ from sqlalchemy.orm import Session
 
 from domain.jobs import Dedup, Lane, Priority, declare
 from domain.settings import NamespaceSettings
-from reflectors import repository as reflector_queries
+from reflectors import repository
 from reflectors.embed import encode_texts
 from reflectors.llm_client import LLMClient
 from reflectors.llm_client.client import LLMResult
@@ -119,7 +119,7 @@ class HeuristicPool:
         ns, env = traj.namespace, traj.environment
         vectors = encode_texts(self.embedder, [{"state": c.text} for c in candidates])
         with self.db.read() as session:
-            rows = reflector_queries.list_pool_with_vectors(
+            rows = repository.list_pool_with_vectors(
                 session,
                 ns,
                 kind=KIND,
@@ -291,7 +291,7 @@ def _already_reflected(db: Database, src: Source) -> bool:
     """This attempt's heuristics were written already (a job run again after its
     results committed): no second LLM call."""
     with db.read() as session:
-        return reflector_queries.cited_by_reflectors(
+        return repository.cited_by_reflectors(
             session, src.trajectory.namespace, src.trajectory.pk, HEURISTIC_POOL
         )
 

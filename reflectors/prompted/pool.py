@@ -28,7 +28,7 @@ from sqlalchemy.orm import Session
 from domain import llm_pool
 from domain.reflections import ReflectionDraft
 from domain.settings import LLMReflectionSettings
-from reflectors import repository as reflector_queries
+from reflectors import repository
 from reflectors.embed import write_vectors
 from store import evidence as evidence_repo
 from store import index_feed
@@ -182,7 +182,7 @@ def write_ops(session: Session, ctx: PoolContext, ops: list[Op]) -> None:
     index_feed.lock_feed(session, ctx.namespace)
     if session.get(Trajectory, ctx.trajectory_pk) is None:
         return  # deleted while the job ran: nothing to derive
-    if reflector_queries.cited_by_reflectors(session, ctx.namespace, ctx.trajectory_pk, ctx.pool_reflectors):
+    if repository.cited_by_reflectors(session, ctx.namespace, ctx.trajectory_pk, ctx.pool_reflectors):
         return
     fresh: list[tuple[Reflection, np.ndarray]] | None = None
     for op in ops:
@@ -190,7 +190,7 @@ def write_ops(session: Session, ctx: PoolContext, ops: list[Op]) -> None:
             if fresh is None:  # items other jobs added since the plan was made
                 fresh = [
                     (r, v)
-                    for r, v in reflector_queries.list_pool_with_vectors(
+                    for r, v in repository.list_pool_with_vectors(
                         session,
                         ctx.namespace,
                         kind=ctx.kind,

@@ -20,7 +20,7 @@ from sqlalchemy.orm import Session
 
 from domain.jobs import Dedup, Lane, Priority, declare
 from domain.settings import NamespaceSettings
-from reflectors import repository as reflector_queries
+from reflectors import repository
 from reflectors.embed import encode_texts
 from reflectors.llm_client import LLMClient
 from reflectors.llm_client.schemas import SkillItem, SkillsOut
@@ -70,9 +70,9 @@ class SkillsReflector:
         traj, cfg = src.trajectory, src.llm
         ns, env = traj.namespace, traj.environment
         with self.db.read() as session:
-            if reflector_queries.cited_by_reflectors(session, ns, traj.pk, POOL):
+            if repository.cited_by_reflectors(session, ns, traj.pk, POOL):
                 return None  # written already
-            rows = reflector_queries.list_pool_with_vectors(
+            rows = repository.list_pool_with_vectors(
                 session, ns, kind=KIND, environment=env, reflectors=POOL, model=self.embedder.name, limit=POOL_LIMIT
             )
         library = pool.WorkingPool.of(rows)

@@ -71,23 +71,6 @@ class CardRecord:
     sources: tuple[Source, ...]
 
 
-_TRAJECTORY_COLUMNS = tuple(f.name for f in fields(TrajectoryRecord))
-
-
-def read_trajectories(
-    session: Session, namespace: str, snapshot_pk: int | None, ids: Sequence[str]
-) -> dict[str, TrajectoryRecord]:
-    """id -> the trajectory as the view holds it (absent: unknown, or created after the snapshot)."""
-    return reader.read_trajectory_records(session, namespace, snapshot_pk, ids, TrajectoryRecord)
-
-
-def list_steps(
-    session: Session, namespace: str, snapshot_pk: int | None, trajectory_pks: Sequence[int]
-) -> dict[int, list[StepRecord]]:
-    """trajectory pk -> its steps in order (under a snapshot, only those that existed then)."""
-    return reader.read_step_records(session, namespace, snapshot_pk, trajectory_pks, StepRecord)
-
-
 def list_group_members(
     session: Session, namespace: str, snapshot_pk: int | None, group_ids: Sequence[str]
 ) -> dict[str, list[str]]:
@@ -160,7 +143,7 @@ def list_earlier_attempts(
         namespace,
         snapshot_pk,
         where,
-        columns=_TRAJECTORY_COLUMNS,
+        columns=tuple(f.name for f in fields(TrajectoryRecord)),
         before_pk=before_pk,
         newest_first=True,
         limit=limit,

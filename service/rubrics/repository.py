@@ -9,7 +9,6 @@ Rows leave as plain frozen records: the caller closes its session before scoring
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -17,7 +16,6 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from store import trajectory_reader as reader
 from store.models import RewardCapability, utcnow
 from store.snapshots import reflection_view
 
@@ -77,20 +75,6 @@ def read_rubric(session: Session, namespace: str, snapshot_pk: int | None, id: s
         created_at=row.created_at,
         updated_at=row.updated_at,
     )
-
-
-def read_trajectories(
-    session: Session, namespace: str, snapshot_pk: int | None, ids: Sequence[str]
-) -> dict[str, TrajectoryRecord]:
-    """id -> the trajectory as the view holds it (absent: unknown, or created after the snapshot)."""
-    return reader.read_trajectory_records(session, namespace, snapshot_pk, ids, TrajectoryRecord)
-
-
-def list_steps(
-    session: Session, namespace: str, snapshot_pk: int | None, trajectory_pks: Sequence[int]
-) -> dict[int, list[StepRecord]]:
-    """trajectory pk -> its steps in order (under a snapshot, only those that existed then)."""
-    return reader.read_step_records(session, namespace, snapshot_pk, trajectory_pks, StepRecord)
 
 
 # -- reward capabilities -----------------------------------------------------------

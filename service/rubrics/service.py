@@ -49,6 +49,7 @@ from service.rubrics.scores import RubricJudge, RubricScore, Verdict, judge_task
 from service.snapshots.service import SnapshotService
 from service.trajectories.schemas import TrajectoryCreate
 from store import reflections as reflections_repo
+from store import trajectory_reader as reader
 from store.database import Database
 
 API_REFLECTOR = "api"  # the `reflector` of a rubric created through POST …/rubrics
@@ -242,13 +243,15 @@ class RubricService:
             rubric = repo.read_rubric(session, ns, spk, rubric_id)
             if rubric is None:
                 raise NotFound(f"rubric {rubric_id!r} not found in {where}", field="id")
-            records = repo.read_trajectories(session, ns, spk, [i.trajectory_id for i in items if i.trajectory_id])
+            records = reader.read_trajectory_records(
+                session, ns, spk, [i.trajectory_id for i in items if i.trajectory_id], repo.TrajectoryRecord
+            )
             for item in items:
                 if item.trajectory_id is not None and item.trajectory_id not in records:
                     raise NotFound(
                         f"trajectory {item.trajectory_id!r} not found in {where}", field=item.trajectory_field
                     )
-            steps = repo.list_steps(session, ns, spk, [r.pk for r in records.values()])
+            steps = reader.read_step_records(session, ns, spk, [r.pk for r in records.values()], repo.StepRecord)
         criteria = parse_criteria(rubric.content.get("criteria") if isinstance(rubric.content, dict) else None)
         episodes = [_episode(item, records, steps) for item in items]
         reads_label = needs_label(criteria)

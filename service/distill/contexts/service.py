@@ -51,6 +51,7 @@ from service.retrieval.schemas import RetrievedItem, RetrieveFilters, RetrieveRe
 from service.retrieval.service import RetrievalService
 from service.snapshots.service import SnapshotService
 from service.trajectories.schemas import State
+from store import trajectory_reader as reader
 from store.database import Database
 from store.snapshots import SnapshotRef
 
@@ -295,7 +296,7 @@ class DistillService:
             spk = snap.pk if snap else None
             settings = parse_settings(snap.settings) if snap else read_settings(session, ns)
             stored_ids = [t.id for t in body.trajectories if t.stored and t.id is not None]
-            records = repo.read_trajectories(session, ns, spk, stored_ids)
+            records = reader.read_trajectory_records(session, ns, spk, stored_ids, repo.TrajectoryRecord)
             wanted = None if body.steps is None else set(body.steps)
             total = 0
             for i, t in enumerate(body.trajectories):
@@ -309,7 +310,9 @@ class DistillService:
                     n = len(t.steps)
                 total += n if wanted is None else sum(1 for index in wanted if index < n)
             self._context_steps(total)
-            steps = repo.list_steps(session, ns, spk, sorted({r.pk for r in records.values()}))
+            steps = reader.read_step_records(
+                session, ns, spk, sorted({r.pk for r in records.values()}), repo.StepRecord
+            )
             episodes = [
                 builders.stored_episode(records[t.id or ""], steps) if t.stored else builders.inline_episode(t)
                 for t in body.trajectories
@@ -355,7 +358,7 @@ class DistillService:
         parent = episode.parent_trajectory_id
         while parent and parent not in seen and len(chain) < most:
             seen.add(parent)
-            rec = repo.read_trajectories(session, ns, spk, [parent]).get(parent)
+            rec = reader.read_trajectory_records(session, ns, spk, [parent], repo.TrajectoryRecord).get(parent)
             if rec is None:
                 break
             source = repo.Source(rec.id, rec.group_id, rec.task_hash)
@@ -378,7 +381,7 @@ class DistillService:
                 exclude_group_ids=[episode.group_id] if episode.group_id and not o.allow_same_group else [],
                 limit=most,
             )
-        steps = repo.list_steps(session, ns, spk, [r.pk for r in chain])
+        steps = reader.read_step_records(session, ns, spk, [r.pk for r in chain], repo.StepRecord)
         return [builders.stored_episode(r, steps) for r in chain], dropped
 
     # -- memory: one batched retrieval ---------------------------------------------

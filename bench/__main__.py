@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     worst = 0
     for name in args.only or BENCHMARKS:
         print(f"bench.{name}", file=sys.stderr, flush=True)
-        module = importlib.import_module(f"bench.{name}")
+        module = importlib.import_module(f"bench.{name}.main")
         worst = max(worst, module.main([*small, "--out", str(out)]))
     print(f"results: {out}", file=sys.stderr)
     return worst

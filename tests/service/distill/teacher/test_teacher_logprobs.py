@@ -24,8 +24,8 @@ from tokenizers import Tokenizer
 from migrations import upgrade
 from service.app import create_app
 from tests.conftest import ADMIN_KEY, make_settings
-from tests.service.distill.teacher.teacher_servers import TeacherServer, TinyLM, chat_text, serve, write_tokenizer
 from tests.fixtures import post_trajectory, step
+from tests.service.distill.teacher.teacher_servers import TeacherServer, TinyLM, chat_text, serve, write_tokenizer
 
 NS = "lab"
 URL = f"/v1/namespaces/{NS}/distill/teacher_logprobs"

@@ -29,7 +29,7 @@ import orjson
 
 from service.auth import Principal
 from service.distill.advantages.router import router as advantages_router
-from service.distill.advantages.service import AdvantageService, _named, parse_params
+from service.distill.advantages.service import AdvantageService, logprob_names, parse_params
 from service.distill.signals import PARAMS, TrajectoryTokens, compute, concat, needs
 from service.distill.signals.compute import resolved
 from service.limits.storable import check_json
@@ -74,8 +74,9 @@ STAGE_LABELS = {
 
 
 def server_stages(raw: bytes, service: AdvantageService) -> tuple[Stages, bytes]:
-    """The server's work on one body, timed per stage (AdvantageService.compute's
-    steps in its order); returns the stages and the answer's bytes."""
+    """The server's work on one body, timed per stage: AdvantageService.compute's own
+    public steps (parse_params, check_size, logprob_names, needs, batch, compute,
+    response), called in its order; returns the stages and the answer's bytes."""
     s = Stages()
     t = time.perf_counter()
     parsed = json.loads(raw)
@@ -86,19 +87,14 @@ def server_stages(raw: bytes, service: AdvantageService) -> tuple[Stages, bytes]
     assert not errors, errors[:3]
     s.validate_s, t = _lap(t)
     params = parse_params(body.method, body.params)
-    service._check_size(body)
-    names: dict[str, set[str]] = {"teacher": set(), "pre": set(), "post": set()}
-    for group in body.groups:
-        for traj in group.trajectories:
-            if traj.logprobs is not None:
-                for kind, seen in names.items():
-                    seen.update(_named(getattr(traj.logprobs, kind)))
+    service.check_size(body)
+    names = logprob_names(body)
     need = needs(body.method, params, names["teacher"], names["post"], names["pre"])
-    batch = service._batch(body, need)
+    batch = service.batch(body, need)
     s.arrays_s, t = _lap(t)
     result = compute(batch, body.method, params, need)
     s.compute_s, t = _lap(t)
-    response = service._response(body, resolved(params, need), batch, result)
+    response = service.response(body, resolved(params, need), batch, result)
     s.build_s, t = _lap(t)
     value, errors = ROUTE.response_field.validate(response, {}, loc=("response",))
     assert not errors, errors[:3]

@@ -36,7 +36,7 @@ import secrets
 import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -44,23 +44,23 @@ import httpx
 import numpy as np
 import orjson
 
-from bench.advantages.inprocess import Floor, InProcessApp, Stages, answer_advantages, floor, new_service, server_stages
+from bench.advantages.inprocess import InProcessApp, answer_advantages, floor, new_service, server_stages
+from bench.advantages.report import render_markdown, summary
+from bench.advantages.results import CaseResult, HttpRun, Report, TeacherResult
 from bench.advantages.teacher import (
     DirectClient,
-    DirectRun,
-    TeacherRun,
     TeacherShape,
     items,
     post_teacher_logprobs,
     teacher_server,
 )
 from bench.advantages.workload import CASES, Case, Shape, request_body, rollouts, trajectory_tokens
+from bench.common.api import NAMESPACE, headers
 from bench.common.cpu import CpuSample, CpuUse, wait_for_quiet
 from bench.common.databases import databases
 from bench.common.machine import MachineFacts
-from bench.common.output import add_out_option, write_outputs
+from bench.common.output import add_out_option, progress, write_outputs
 from bench.common.processes import OFFLINE_ENV, server
-from bench.reflect.drain import NAMESPACE, headers, progress
 from migrations import upgrade
 
 SECTION = "advantages"
@@ -82,42 +82,6 @@ FULL = Config(Shape(8, 8, 2048, 8), 7, TeacherShape(64, 128, 256), 5, 10.0)
 QUICK = Config(Shape(8, 8, 512, 4), 3, TeacherShape(16, 128, 128), 2, 2.0)
 # Seconds: shows that every part runs (tests/bench); the numbers mean little.
 SMOKE = Config(Shape(2, 4, 64, 2), 2, TeacherShape(4, 8, 8), 1, 0.5)
-
-
-@dataclass
-class HttpRun:
-    seconds: float
-    cpu: CpuUse
-
-
-@dataclass
-class CaseResult:
-    case: Case
-    request_bytes: int
-    response_bytes: int
-    http: list[HttpRun] = field(default_factory=list)
-    stages: list[Stages] = field(default_factory=list)
-    app_s: list[float] = field(default_factory=list)
-    floors: list[Floor] = field(default_factory=list)
-    max_abs_diff: float = 0.0  # floor's advantages against the server's
-
-
-@dataclass
-class TeacherResult:
-    contexts: str
-    runs: list[TeacherRun] = field(default_factory=list)
-    direct: list[DirectRun] = field(default_factory=list)
-
-
-@dataclass
-class Report:
-    command: str
-    small: bool
-    config: dict[str, Any]
-    machine: MachineFacts
-    cases: list[CaseResult] = field(default_factory=list)
-    teacher: list[TeacherResult] = field(default_factory=list)
-    wall_s: float = 0.0
 
 
 def _http(client: httpx.Client, pid: int, raw: bytes) -> tuple[HttpRun, bytes]:
@@ -225,8 +189,6 @@ def run(cfg: Config, command: str, small: bool) -> Report:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from bench.advantages.report import render_markdown, summary
-
     parser = argparse.ArgumentParser(prog="python -m bench.advantages", description=__doc__.split("\n\n")[0])
     size = parser.add_mutually_exclusive_group()
     size.add_argument("--quick", action="store_true", help="512 tokens per trajectory, 3 repetitions: seconds")

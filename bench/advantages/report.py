@@ -8,11 +8,11 @@ from typing import TYPE_CHECKING
 
 from bench.advantages.inprocess import STAGE_LABELS, Stages
 from bench.advantages.workload import HORIZONS, OPD_NAME
+from bench.common.cpu import BUSY_OTHER_PCT
 from bench.common.latency import percentile
-from bench.ingest.main import BUSY_OTHER_PCT
 
 if TYPE_CHECKING:
-    from bench.advantages.main import CaseResult, Report, TeacherResult
+    from bench.advantages.results import CaseResult, Report, TeacherResult
 
 
 def p50(values: Sequence[float]) -> float:

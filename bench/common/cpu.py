@@ -174,3 +174,6 @@ class CpuUse:
             pg_connections_opened=len(b.pg_backends.keys() - a.pg_backends.keys()),
             pg_connections_closed=len(a.pg_backends.keys() - b.pg_backends.keys()),
         )
+
+
+BUSY_OTHER_PCT = 25.0  # "other" CPU above this during a level: the machine was not ours alone

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -67,3 +68,7 @@ def write_outputs(
             path.write_text(json.dumps(results, indent=2, default=json_default))
         else:
             write_section(path, section, markdown)
+
+
+def progress(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)

@@ -20,6 +20,7 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -161,3 +162,35 @@ def workers(
     finally:
         for proc in procs:
             stop_group(proc)
+
+
+def proc_memory_mb(pid: int) -> tuple[float, float]:
+    """(VmRSS, VmHWM) of a process in MB."""
+    out = {"VmRSS": float("nan"), "VmHWM": float("nan")}
+    with contextlib.suppress(OSError):
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key in out:
+                out[key] = int(value.split()[0]) / 1024
+    return out["VmRSS"], out["VmHWM"]
+
+
+# The API tier alone. Closing a trajectory queues derived work (embedding every step
+# as an exemplar); an in-process worker would do that work on the same two cores
+# and the numbers would measure the embedding model, not ingest. So the worker is
+# off (jobs wait in the queue, as for a deployment with separate workers) and the
+# embedder is the model-free one, which ingest never calls anyway.
+API_ONLY_ENV = {"REFLEXA_WORKER__IN_PROCESS": "false", "REFLEXA_EMBEDDING__BACKEND": "hashing"}
+
+
+def server_env_overrides() -> dict[str, str]:
+    """REFLEXA_* settings in this environment: the servers inherit them."""
+    return {k: v for k, v in sorted(os.environ.items()) if k.startswith("REFLEXA_")}
+
+
+def embedder(threads: int, batch_size: int = 64) -> Any:
+    """The server's default embedder, no cache: the ONNX export of the packaged model,
+    exported once into bench/results/retrieval/models and shared with the servers."""
+    from store.embedding import build_embedder
+
+    return build_embedder("onnx", cache_dir=MODELS_DIR, threads=threads, batch_size=batch_size, cache_size=0)

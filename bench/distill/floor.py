@@ -39,7 +39,7 @@ from service.distill import repository as distill_repo
 from service.distill.contexts.schemas import DEFAULT_ATTEMPTS, DEFAULT_MEMORY_KINDS
 from service.export import repository as exports_repo
 from service.export.repository import MAX_IN, ExportFilters
-from service.export.service import ExportService, _chunked
+from service.export.service import ExportService, chunked
 from service.retrieval.candidates import MIN_FETCH
 from store import retrievals as retrieval_repo
 from store import snapshots as snapshots_repo
@@ -295,7 +295,7 @@ def _export_floor(engine: Engine, ns: str, snapshot_pk: int, dataset: str) -> Ex
             rows = [p for t in batch if (p := parents.get(t["parent_trajectory_id"])) is not None] + list(batch)
         else:
             rows = list(batch)
-        for chunk in _chunked(rows, lambda t: t["step_count"], budget=BATCH_STEPS, most=MAX_IN):
+        for chunk in chunked(rows, lambda t: t["step_count"], budget=BATCH_STEPS, most=MAX_IN):
             with Session(engine) as s:
                 steps = exports_repo.read_steps(s, ns, snapshot_pk, sorted({t["pk"] for t in chunk}))
             for t in chunk:

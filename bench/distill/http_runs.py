@@ -18,9 +18,9 @@ import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from bench.common.api import NAMESPACE
 from bench.common.cpu import CpuSample, CpuUse
-from bench.reflect.drain import NAMESPACE
-from bench.retrieval.server import proc_memory_mb
+from bench.common.processes import proc_memory_mb
 
 TEACHERS: list[dict[str, Any]] = [{"kind": "memory"}, {"kind": "hindsight", "horizon": 2}, {"kind": "attempt_summary"}]
 DATASETS = ("trajectories", "sft", "preferences", "attempts")

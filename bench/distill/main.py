@@ -37,33 +37,32 @@ import secrets
 import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
 from sqlalchemy.engine import make_url
 
+from bench.common.api import NAMESPACE, headers
 from bench.common.cpu import wait_for_quiet
 from bench.common.databases import Databases, databases
 from bench.common.machine import MachineFacts
-from bench.common.output import add_out_option, write_outputs
-from bench.common.processes import server
-from bench.distill.floor import ContextsFloor, ContextsFloorRun, ExportFloorRun, copied_rows, export_floor
+from bench.common.output import add_out_option, progress, write_outputs
+from bench.common.processes import proc_memory_mb, server
+from bench.distill.floor import ContextsFloor, copied_rows, export_floor
 from bench.distill.http_runs import (
     DATASETS,
     FORMATS,
-    ContextsRun,
-    ExportRun,
-    SnapshotRun,
     Target,
     post_contexts,
     stream_export,
     take_snapshot,
 )
+from bench.distill.report import render_markdown, summary
+from bench.distill.results import BackendResult, Ingested, Report
 from bench.distill.workload import Shape, Trajectory, Workload
-from bench.reflect.drain import NAMESPACE, DrainResult, Setup, drain, headers, post_batch, progress
-from bench.retrieval.server import proc_memory_mb
+from bench.reflect.drain import Setup, drain, post_batch
 from migrations import upgrade
 from store.database import create_db_engine
 
@@ -85,42 +84,6 @@ FULL = Config(Shape(1000, 20, 100, 10, batch=64, group=8, batches=5, warm=16), 2
 QUICK = Config(Shape(120, 20, 30, 6, batch=64, group=8, batches=2, warm=8), 1, 2.0, 600.0)
 # Seconds: shows that every part runs (tests/bench); the numbers mean little.
 SMOKE = Config(Shape(24, 5, 6, 3, batch=8, group=4, batches=1, warm=4), 1, 0.5, 120.0)
-
-
-@dataclass
-class Ingested:
-    trajectories: int = 0
-    steps: int = 0
-    seconds: float = 0.0
-
-
-@dataclass
-class BackendResult:
-    backend: str
-    background: Ingested
-    rollouts: Ingested
-    drain: DrainResult
-    snapshot: SnapshotRun
-    floor_load_s: float
-    floor_vectors: int
-    warm: ContextsRun
-    contexts: list[ContextsRun]
-    floors: list[ContextsFloorRun]
-    repeat: ContextsRun
-    repeat_floor: ContextsFloorRun
-    exports: list[ExportRun] = field(default_factory=list)
-    export_floors: dict[str, ExportFloorRun] = field(default_factory=dict)
-    server_rss_mb: float = float("nan")
-
-
-@dataclass
-class Report:
-    command: str
-    small: bool
-    config: dict[str, Any]
-    machine: MachineFacts
-    results: list[BackendResult]
-    wall_s: float = 0.0
 
 
 def _ingest(client: httpx.Client, trajectories: list[Trajectory], batch: int, into: Ingested) -> None:
@@ -245,8 +208,6 @@ def run(cfg: Config, backends: list[str], command: str, small: bool) -> Report:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from bench.distill.report import render_markdown, summary
-
     parser = argparse.ArgumentParser(prog="python -m bench.distill", description=__doc__.split("\n\n")[0])
     size = parser.add_mutually_exclusive_group()
     size.add_argument("--quick", action="store_true", help="a smaller memory, 2 batches: a few minutes")

@@ -5,12 +5,12 @@ from __future__ import annotations
 import statistics
 from typing import TYPE_CHECKING
 
+from bench.common.cpu import BUSY_OTHER_PCT
 from bench.distill.http_runs import TEACHERS
-from bench.ingest.main import BUSY_OTHER_PCT
 from service.distill.contexts.schemas import TeacherSpec
 
 if TYPE_CHECKING:
-    from bench.distill.main import BackendResult, Report
+    from bench.distill.results import BackendResult, Report
 
 FLAT_MB = 32.0  # an export's RSS growth below this (or a quarter of its size) counts as flat
 TEACHER_KEYS = [TeacherSpec(**t).key for t in TEACHERS]

@@ -49,10 +49,11 @@ from typing import Any
 import httpx
 import numpy as np
 
+from bench.common.api import headers
 from bench.common.cpu import wait_for_quiet
 from bench.common.machine import MachineFacts
-from bench.common.output import add_out_option, write_outputs
-from bench.common.processes import OFFLINE_ENV
+from bench.common.output import add_out_option, progress, write_outputs
+from bench.common.processes import OFFLINE_ENV, embedder, server_env_overrides
 from bench.freshness.runs import (
     BacklogRun,
     LagLevel,
@@ -63,16 +64,12 @@ from bench.freshness.runs import (
     episode_texts,
     lag_level,
     probe_text,
-    progress,
     reflexa_serve,
     searchable_round,
     server_rss_mb,
     wait_drained,
     wait_token,
 )
-from bench.retrieval.data import embedder
-from bench.retrieval.report import server_env_overrides
-from bench.retrieval.server import headers
 
 SECTION = "freshness"
 NS, OTHER_NS = "fresh", "other"

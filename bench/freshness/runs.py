@@ -34,18 +34,14 @@ from sqlalchemy.orm import Session
 
 from bench import REPO
 from bench.common.agent_states import unique_state
+from bench.common.api import headers
 from bench.common.cpu import CpuSample, CpuUse, tree_cpu_seconds
 from bench.common.latency import Latency
-from bench.common.processes import OFFLINE_ENV, free_port, share_models, stop_group, wait_healthy
-from bench.retrieval.server import headers, proc_memory_mb
+from bench.common.processes import OFFLINE_ENV, free_port, proc_memory_mb, share_models, stop_group, wait_healthy
 
 K = 10
 TRAJECTORY_CLOSED = "trajectory.closed"
 TASK = "benchmark episode"
-
-
-def progress(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
 
 
 # -- the server ------------------------------------------------------------------------------------------

@@ -50,21 +50,20 @@ from sqlalchemy.engine import make_url
 
 from bench.common import pyspy
 from bench.common.agent_states import environment_of, make_trajectory_steps, task_of
-from bench.common.cpu import CpuSample, CpuUse, wait_for_quiet
+from bench.common.api import NAMESPACE
+from bench.common.cpu import BUSY_OTHER_PCT, CpuSample, CpuUse, wait_for_quiet
 from bench.common.databases import Databases, databases
 from bench.common.latency import percentile
 from bench.common.machine import MachineFacts
 from bench.common.output import add_out_option, write_outputs
-from bench.common.processes import server
+from bench.common.processes import API_ONLY_ENV, server
 from migrations import upgrade
 from store.database import create_db_engine
 from store.models import Namespace, Step, Trajectory, utcnow
 
 SECTION = "ingest"
-NAMESPACE = "bench"
 TARGET_STEPS_PER_S = 5_000
 TARGET_P99_MS = 50.0
-BUSY_OTHER_PCT = 25.0  # "other" CPU above this during a level: the machine was not ours alone
 
 
 @dataclass(frozen=True)
@@ -103,13 +102,6 @@ class Deployment:
 
 
 DEPLOYMENTS = (Deployment("sqlite", 1), Deployment("postgres", 1), Deployment("postgres", 2))
-
-# The API tier alone. Closing a trajectory queues derived work (embedding every step
-# as an exemplar); an in-process worker would do that work on the same two cores
-# and the numbers would measure the embedding model, not ingest. So the worker is
-# off (jobs wait in the queue, as for a deployment with separate workers) and the
-# embedder is the model-free one, which ingest never calls anyway.
-API_ONLY_ENV = {"REFLEXA_WORKER__IN_PROCESS": "false", "REFLEXA_EMBEDDING__BACKEND": "hashing"}
 
 
 # -- workload ---------------------------------------------------------------------------

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import secrets
-import sys
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -21,22 +20,17 @@ import orjson
 from sqlalchemy import func, select
 from sqlalchemy.engine import make_url
 
+from bench.common.api import NAMESPACE, headers
 from bench.common.cpu import CpuSample, CpuUse, tree_cpu_seconds, wait_for_quiet
 from bench.common.databases import Databases
-from bench.common.processes import server, workers
-from bench.ingest.main import API_ONLY_ENV
+from bench.common.output import progress
+from bench.common.processes import API_ONLY_ENV, server, workers
 from bench.reflect.queue import KindTime, QueueSample, QueueWatch, attribute, finished_jobs
 from bench.reflect.workload import Trajectory
 from migrations import upgrade
 from store.database import create_db_engine
 from store.models import Embedding, Reflection
 from store.models import Trajectory as TrajectoryRow
-
-NAMESPACE = "bench"
-
-
-def progress(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
 
 
 @dataclass(frozen=True)
@@ -56,10 +50,6 @@ class Setup:
         """'2x1' = 2 processes, concurrency 1."""
         processes, concurrency = text.lower().split("x")
         return cls(int(processes), int(concurrency))
-
-
-def headers(key: str) -> dict[str, str]:
-    return {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
 
 
 def post_batch(client: httpx.Client, trajectories: list[Trajectory]) -> str:

@@ -33,9 +33,11 @@ import httpx
 import orjson
 
 from bench.common.agent_states import unique_state
+from bench.common.api import NAMESPACE, headers
 from bench.common.latency import Latency
+from bench.common.output import progress
 from bench.common.processes import server, workers
-from bench.reflect.drain import NAMESPACE, Setup, headers, post_batch, progress
+from bench.reflect.drain import Setup, post_batch
 from bench.reflect.queue import CLOSED, QueueSample, QueueWatch, finished_jobs, last_job_id
 from bench.reflect.workload import Shape, groups
 

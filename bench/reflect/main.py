@@ -29,9 +29,9 @@ from pathlib import Path
 from bench.common import plots
 from bench.common.databases import databases
 from bench.common.machine import MachineFacts
-from bench.common.output import add_out_option, write_section
+from bench.common.output import add_out_option, progress, write_section
 from bench.common.processes import OFFLINE_ENV
-from bench.reflect.drain import Setup, ingest_backlog, progress, run_drains
+from bench.reflect.drain import Setup, ingest_backlog, run_drains
 from bench.reflect.floor import raw_floor
 from bench.reflect.lag import LagPlan, run_lag
 from bench.reflect.report import SECTION, Report, render_markdown

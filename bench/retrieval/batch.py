@@ -22,9 +22,10 @@ from typing import Any
 import httpx
 import orjson
 
+from bench.common.api import headers
 from bench.common.cpu import CpuSample, CpuUse
 from bench.retrieval.config import Config, K
-from bench.retrieval.server import Server, headers, retrieve_body
+from bench.retrieval.server import Server, retrieve_body
 
 
 @dataclass

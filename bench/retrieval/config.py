@@ -3,7 +3,6 @@ names it uses, and the fixed slices of the query pool."""
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass
 
 from bench import REPO
@@ -102,7 +101,3 @@ POOL = (760, 4760)  # concurrent cache-miss runs: text only
 BATCH_POOL = (4760, 8260)  # batch-throughput runs, a fresh slice per mode and round: text only
 PROFILE_POOL = (8260, 8760)  # --profile's cache-miss run: text only
 N_QUERIES = PROFILE_POOL[1]
-
-
-def progress(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)

@@ -18,26 +18,9 @@ import numpy as np
 
 from bench.common.agent_states import VERSION as CORPUS_VERSION
 from bench.common.agent_states import AgentState, corpus_states, fingerprint, query_states
-from bench.common.processes import MODELS_DIR
-from bench.retrieval.config import (
-    CHUNK,
-    CMP,
-    MAX_UNIQUE,
-    N_QUERIES,
-    QUERY_SOURCE,
-    RESULTS,
-    Config,
-    K,
-    progress,
-)
-
-
-def embedder(threads: int, batch_size: int = 64) -> Any:
-    """The server's default embedder, no cache: the ONNX export of the packaged model,
-    exported once into bench/results/retrieval/models and shared with the servers."""
-    from store.embedding import build_embedder
-
-    return build_embedder("onnx", cache_dir=MODELS_DIR, threads=threads, batch_size=batch_size, cache_size=0)
+from bench.common.output import progress
+from bench.common.processes import embedder
+from bench.retrieval.config import CHUNK, CMP, MAX_UNIQUE, N_QUERIES, QUERY_SOURCE, RESULTS, Config, K
 
 
 @functools.cache

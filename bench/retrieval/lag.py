@@ -16,11 +16,14 @@ import httpx
 import orjson
 
 from bench.common.agent_states import unique_state
+from bench.common.api import headers
 from bench.common.cpu import CpuSample, CpuUse, wait_for_quiet
 from bench.common.databases import Databases
 from bench.common.latency import Latency
-from bench.retrieval.config import LAG_NS, Config, progress
-from bench.retrieval.server import headers, proc_memory_mb, retrieve_body, serve
+from bench.common.output import progress
+from bench.common.processes import proc_memory_mb
+from bench.retrieval.config import LAG_NS, Config
+from bench.retrieval.server import retrieve_body, serve
 from migrations import upgrade
 
 

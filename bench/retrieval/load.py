@@ -12,9 +12,10 @@ from dataclasses import dataclass
 
 import httpx
 
+from bench.common.api import headers
 from bench.common.cpu import CpuSample, CpuUse
 from bench.common.latency import Latency
-from bench.retrieval.server import Server, cache_counts, headers, item_index, retrieve_body
+from bench.retrieval.server import Server, cache_counts, item_index, retrieve_body
 
 
 @dataclass

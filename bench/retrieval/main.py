@@ -64,10 +64,10 @@ import numpy as np
 from bench.common import plots
 from bench.common.databases import databases
 from bench.common.machine import MachineFacts
-from bench.common.output import add_out_option, write_section
-from bench.common.processes import OFFLINE_ENV
-from bench.retrieval.config import FULL, MAX_UNIQUE, QUICK, RESULTS, SECTION, SMOKE, Config, progress
-from bench.retrieval.data import embedder, load_data
+from bench.common.output import add_out_option, progress, write_section
+from bench.common.processes import OFFLINE_ENV, embedder
+from bench.retrieval.config import FULL, MAX_UNIQUE, QUICK, RESULTS, SECTION, SMOKE, Config
+from bench.retrieval.data import load_data
 from bench.retrieval.lag import run_lag
 from bench.retrieval.report import Report, _versions, render_markdown
 from bench.retrieval.size import run_size

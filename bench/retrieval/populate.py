@@ -13,7 +13,8 @@ import numpy as np
 from sqlalchemy import insert, select
 
 from bench.common.agent_states import AgentState
-from bench.retrieval.config import BATCH, ID_PREFIX, progress
+from bench.common.output import progress
+from bench.retrieval.config import BATCH, ID_PREFIX
 from domain.settings import NamespaceSettings
 from domain.state_text import state_text
 from store.database import create_db_engine

@@ -4,12 +4,12 @@ issue's aims."""
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import dataclass, field
 from importlib import metadata
 from typing import Any
 
 from bench.common.machine import MachineFacts
+from bench.common.processes import server_env_overrides
 from bench.retrieval.lag import LagResult
 from bench.retrieval.size import SizeResult
 from service.settings import WorkerSettings
@@ -403,11 +403,6 @@ def verdicts(rep: Report) -> list[str]:
     else:
         out.append("- Against mem0: **not measured** in this run.")
     return out
-
-
-def server_env_overrides() -> dict[str, str]:
-    """REFLEXA_* settings in this environment: the servers inherit them."""
-    return {k: v for k, v in sorted(os.environ.items()) if k.startswith("REFLEXA_")}
 
 
 def worker_setting() -> str:

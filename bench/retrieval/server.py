@@ -33,17 +33,6 @@ class Server:
         return self.process.pid
 
 
-def proc_memory_mb(pid: int) -> tuple[float, float]:
-    """(VmRSS, VmHWM) of a process in MB."""
-    out = {"VmRSS": float("nan"), "VmHWM": float("nan")}
-    with contextlib.suppress(OSError):
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            key, _, value = line.partition(":")
-            if key in out:
-                out[key] = int(value.split()[0]) / 1024
-    return out["VmRSS"], out["VmHWM"]
-
-
 @contextlib.contextmanager
 def serve(url: str, key: str, data_dir: Path, *, worker: bool, stop_timeout_s: float = 900.0) -> Iterator[Server]:
     """A real uvicorn process like `reflexa serve`, in its own process group. Stopping
@@ -74,10 +63,6 @@ def serve(url: str, key: str, data_dir: Path, *, worker: bool, stop_timeout_s: f
         stopping = time.perf_counter()
         stop_group(proc, grace_s=stop_timeout_s)
         server.stop_s = time.perf_counter() - stopping
-
-
-def headers(key: str) -> dict[str, str]:
-    return {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
 
 
 def retrieve_body(text: str, **extra: Any) -> bytes:

@@ -12,17 +12,20 @@ from typing import Any
 
 import httpx
 
+from bench.common.api import headers
 from bench.common.cpu import wait_for_quiet
 from bench.common.databases import Databases
 from bench.common.latency import Latency
+from bench.common.output import progress
+from bench.common.processes import proc_memory_mb
 from bench.retrieval.batch import BatchResult, run_batch
-from bench.retrieval.config import BATCH_POOL, BENCH_NS, CMP, CMP_NS, POOL, PROFILE_POOL, SEQ, WARM, Config, progress
+from bench.retrieval.config import BATCH_POOL, BENCH_NS, CMP, CMP_NS, POOL, PROFILE_POOL, SEQ, WARM, Config
 from bench.retrieval.data import Data, dataset, exact_top, recall
 from bench.retrieval.floor import Floor, FloorRun, load_snapshot
 from bench.retrieval.load import LoadResult, concurrent, sequential
 from bench.retrieval.populate import populate
 from bench.retrieval.profile import profiled
-from bench.retrieval.server import headers, proc_memory_mb, retrieve_body, serve
+from bench.retrieval.server import retrieve_body, serve
 from migrations import upgrade
 
 

@@ -13,8 +13,9 @@ from typing import Any
 from bench import REPO
 from bench.common.cpu import wait_for_quiet
 from bench.common.latency import Latency
+from bench.common.output import progress
 from bench.common.processes import OFFLINE_ENV
-from bench.retrieval.config import CMP, WARM, Config, K, progress
+from bench.retrieval.config import CMP, WARM, Config, K
 from bench.retrieval.data import Data, exact_top, recall
 
 

@@ -66,7 +66,7 @@ from sqlalchemy import Connection, Table, func, insert, select, text
 from sqlalchemy.engine import make_url
 
 from bench.common.agent_states import FURNITURE, OBJECTS, PRODUCTS, ROOMS, SITES, make_trajectory_steps, task_of
-from bench.retrieval.config import progress
+from bench.common.output import progress
 from domain.hashing import canonical_hash, task_hash, text_hash
 from domain.jobs import JOB_KINDS
 from domain.settings import NamespaceSettings

@@ -36,7 +36,7 @@ import httpx
 from bench.common.databases import databases
 from bench.common.latency import Latency
 from bench.common.machine import MachineFacts
-from bench.common.output import add_out_option, write_outputs
+from bench.common.output import add_out_option, progress, write_outputs
 from bench.common.processes import server, share_models
 
 SECTION = "ui"
@@ -83,10 +83,6 @@ class Report:
     reps: int
     cases: list[CaseResult] = field(default_factory=list)
     wall_s: float = 0.0
-
-
-def progress(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
 
 
 def sign_in(client: httpx.Client) -> None:

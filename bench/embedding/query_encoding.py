@@ -65,6 +65,7 @@ from bench.common.machine import MachineFacts
 from bench.common.output import add_out_option, write_section
 from store.embedding import build_embedder, describe_model
 from store.embedding.base import normalise_rows
+from store.embedding.onnx import mean_pooled
 from store.embedding.onnx_export import export_onnx
 
 GraphLevel = onnxruntime.GraphOptimizationLevel
@@ -127,27 +128,17 @@ def new_tokenizer() -> Tokenizer:
 
 
 def current_path(sess: object, tokenizer: Tokenizer, pad_to: int = 0) -> Callable[[list[str]], np.ndarray]:
-    """OnnxEmbedder.encode as of commit bfacdb6 (before this benchmark), for texts
-    that fit one batch: `encode_batch`, three int64 arrays filled row by row, one run,
-    mean pooling by einsum. `pad_to` pads to that width instead of the longest text."""
+    """OnnxEmbedder's batch path on this session, for texts that fit one batch:
+    `encode_batch`, then the server's own `store.embedding.onnx.mean_pooled` (one run,
+    mean pooling). `pad_to` pads every text to that width first (`Encoding.pad`)."""
+    input_names = {node.name for node in sess.get_inputs()}  # type: ignore[attr-defined]
 
     def encode(texts: list[str]) -> np.ndarray:
         encodings: list[Encoding] = tokenizer.encode_batch(texts)
-        width = max(pad_to, *(len(encoding.ids) for encoding in encodings))
-        shape = (len(encodings), width)
-        input_ids = np.zeros(shape, dtype=np.int64)
-        attention_mask = np.zeros(shape, dtype=np.int64)
-        token_type_ids = np.zeros(shape, dtype=np.int64)
-        for row, encoding in enumerate(encodings):
-            length = len(encoding.ids)
-            input_ids[row, :length] = encoding.ids
-            attention_mask[row, :length] = encoding.attention_mask
-            token_type_ids[row, :length] = encoding.type_ids
-        feeds = {"input_ids": input_ids, "attention_mask": attention_mask, "token_type_ids": token_type_ids}
-        (hidden,) = sess.run(None, feeds)  # type: ignore[attr-defined]
-        mask = attention_mask.astype(np.float32)
-        summed = np.einsum("bsd,bs->bd", hidden, mask)
-        return normalise_rows(summed / np.maximum(mask.sum(axis=1, keepdims=True), 1.0))
+        if pad_to:
+            for encoding in encodings:
+                encoding.pad(pad_to)
+        return mean_pooled(sess, encodings, input_names)  # type: ignore[arg-type]
 
     return encode
 

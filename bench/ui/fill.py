@@ -70,10 +70,10 @@ from bench.common.output import progress
 from domain.hashing import canonical_hash, task_hash, text_hash
 from domain.jobs import JOB_KINDS
 from domain.settings import NamespaceSettings
-from domain.state_text import internal_text, state_text, task_query_text
+from domain.state_text import task_query_text
 from migrations import upgrade
 from reflectors import contrastive, evidence_cards
-from reflectors.exemplars import _action_text, exemplar_id, returns_to_go
+from reflectors.exemplars import build_exemplars, credit, exemplar_id, returns_to_go, step_rewards
 from reflectors.llm_client.schemas import Criterion, StepCountCheck, ToolCalledCheck
 from reflectors.prompted.heuristics import heuristic_id as llm_heuristic_id
 from reflectors.prompted.heuristics import heuristic_text
@@ -437,15 +437,14 @@ class _Plan:
         }
 
     def step_credit(self, t: int, j: int) -> tuple[bool | None, float]:
-        """(credit, return-to-go) of one step, as the exemplar reflector computes them."""
-        rtg = self._rtg.get(t)
-        if rtg is None:
-            rewards = [self.step(t, i)["reward"] for i in range(STEPS_PER_TRAJECTORY)]
-            rtg = self._rtg[t] = returns_to_go(rewards, self.settings.gamma)
-        value = rtg[j]
-        if self.success[t]:
-            return True, round(value, 6)
-        return (False if j == STEPS_PER_TRAJECTORY - 1 else None), round(value, 6)
+        """(credit, return-to-go) of one step, computed by the exemplar reflector's own
+        functions (reflectors.exemplars: credit, step_rewards, returns_to_go)."""
+        per_step = self._rtg.get(t)
+        if per_step is None:
+            traj, steps = self._run(t)
+            values = returns_to_go(step_rewards(traj, steps), self.settings.gamma)  # type: ignore[arg-type]
+            per_step = self._rtg[t] = list(zip(credit(traj, steps), values, strict=True))  # type: ignore[arg-type]
+        return per_step[j]
 
     def outcome(self, t: int) -> tuple[bool, float, str | None]:
         ok = bool(self.success[t])
@@ -831,24 +830,9 @@ class _Plan:
         max_chars = self.settings.state_text.max_chars
         if r.kind == "exemplar":
             t, j = r.build
-            s = self.step(t, j)
-            content = {
-                "observation": s["observation"],
-                "state_data": s["state_data"],
-                "internal_state": s["internal_state"],
-                "action": s["action"],
-                "result": s["result"],
-                "reward": s["reward"],
-            }
-            texts = {
-                "state": state_text(
-                    self.settings.state_text, observation=s["observation"], data=s["state_data"], task=r.task
-                )
-            }
-            internal = internal_text(s["internal_state"], max_chars)
-            if internal:
-                texts["internal"] = internal
-            return content, exemplar_text(content), texts, True
+            traj, steps = self._run(t)
+            (exemplar,) = build_exemplars(traj, [steps[j]], self.settings)  # type: ignore[arg-type]
+            return exemplar.draft.content, exemplar.draft.text, exemplar.texts, True
         if r.reflector == contrastive.NAME:
             t, j, polarity, action, successes, failures, size = r.build
             n = successes + failures
@@ -944,21 +928,21 @@ class _Plan:
         return content, content["text"], {"state": task_query_text(task)[:max_chars]}, True
 
     def _run(self, t: int) -> tuple[Any, list[Any]]:
-        """A trajectory and its steps as evidence_cards.build_card reads them."""
+        """Trajectory t and its steps with the columns the reflectors' own builders read
+        (reflectors.exemplars, evidence_cards.build_card, rubric_content)."""
         ok, reward, reason = self.outcome(t)
         traj = SimpleNamespace(
             pk=self.traj_pk(t),
             id=self.traj_id(t),
+            namespace=self.ns,
+            environment=self.env(t),
+            task=self.task(t),
             success=ok,
             reward=reward,
             failure_reason=reason,
             group_id=f"grp_{int(self.group[t]):06d}",
         )
-        steps = [
-            SimpleNamespace(action=s["action"], observation=s["observation"], caused_failure=False)
-            for s in (self.step(t, j) for j in range(STEPS_PER_TRAJECTORY))
-        ]
-        return traj, steps
+        return traj, [step_view(j, self.step(t, j)) for j in range(STEPS_PER_TRAJECTORY)]
 
     def traj_pk(self, t: int) -> int:
         return self.traj_pk_base + t
@@ -1022,20 +1006,25 @@ class _Plan:
         self.outcome_successes = int((has_outcome & ok).sum())
 
 
-def exemplar_text(content: dict[str, Any]) -> str:
-    """The exemplar reflector's `text` (reflectors/exemplars.py build_exemplars)."""
-    out = f"State: {content['observation']}\nAction: {_action_text(content['action'])}"
-    return out + (f"\nResult: {content['result']}" if content["result"] else "")
+def step_view(index: int, step: dict[str, Any]) -> SimpleNamespace:
+    """A planned step as a stored Step row reads to the reflectors."""
+    return SimpleNamespace(index=index, caused_failure=False, truncated=False, **step)
 
 
 def edited(kind: str, content: dict[str, Any], note: str) -> tuple[dict[str, Any], str]:
-    """An operator's edit (a new version): the result of an exemplar corrected, or a
-    note added to the text of any other kind."""
+    """An operator's edit (a new version): the result of an exemplar corrected (its text
+    rebuilt by the exemplar reflector), or a note added to the text of any other kind."""
     if kind == "exemplar":
-        new = {**content, "result": f"{content['result'] or ''} (checked by an operator)".strip()}
-        return new, exemplar_text(new)
+        result = f"{content['result'] or ''} (checked by an operator)".strip()
+        traj = SimpleNamespace(pk=0, namespace="", environment=None, task="", success=True, reward=None)
+        step = step_view(0, {**{k: content[k] for k in EXEMPLAR_FIELDS}, "result": result})
+        (exemplar,) = build_exemplars(traj, [step], NamespaceSettings())  # type: ignore[arg-type]
+        return exemplar.draft.content, exemplar.draft.text
     new = {**content, "text": f"{content['text']}\nOperator note: {note}."}
     return new, new["text"]
+
+
+EXEMPLAR_FIELDS = ("observation", "state_data", "internal_state", "action", "reward")
 
 
 # -- writing ------------------------------------------------------------------------------

@@ -1,6 +1,9 @@
 """Filling a namespace with N exemplar reflections directly in SQL (encoding 1M
-texts through the API would take hours on this CPU), with their vectors, evidence,
-index-feed rows and lexical texts."""
+texts through the API would take hours on this CPU, and one ORM row at a time through
+store.reflections.create_reflection minutes more), with their vectors, evidence,
+index-feed rows and lexical texts. Each reflection is the exemplar reflector's own
+draft (tests/factories.exemplar_draft: reflectors.exemplars.build_exemplars) under an
+id of its own; only the bulk insert is ours."""
 
 from __future__ import annotations
 
@@ -15,10 +18,9 @@ from sqlalchemy import insert, select
 from bench.common.agent_states import AgentState
 from bench.common.output import progress
 from bench.retrieval.config import BATCH, ID_PREFIX
-from domain.settings import NamespaceSettings
-from domain.state_text import state_text
 from store.database import create_db_engine
 from store.models import Embedding, IndexChange, LexicalText, Namespace, Reflection, ReflectionEvidence, Trajectory
+from tests.factories import exemplar_draft, step_row, trajectory_row
 
 
 @dataclass
@@ -34,8 +36,18 @@ def populate(url: str, namespace: str, states: list[AgentState], vectors: np.nda
     vectors[i]) with their embeddings, evidence and index-feed rows, in 5,000-row
     transactions; one synthetic source trajectory per 1,000 items."""
     n, u = len(vectors), len(states)
-    defaults = NamespaceSettings().state_text
-    texts = [state_text(defaults, observation=st.observation, data=None, task=None) for st in states]
+    # Each state's exemplar as the exemplar reflector builds it (content, text, status,
+    # reflector; the state text its vector and lexical row hold); items take their own ids.
+    built = [
+        exemplar_draft(
+            namespace,
+            step_row(0, observation=st.observation, internal_state=st.thought, action=st.action, result=st.result),
+            trajectory=trajectory_row(namespace, environment=st.environment),
+        )
+        for st in states
+    ]
+    drafts = [draft.values() for draft, _ in built]
+    texts = [texts["state"] for _, texts in built]
     stamp = datetime.now(UTC)
     engine = create_db_engine(url)
     started = time.perf_counter()
@@ -68,27 +80,13 @@ def populate(url: str, namespace: str, states: list[AgentState], vectors: np.nda
             end = min(n, start + BATCH)
             rows = []
             for i in range(start, end):
-                s = states[i % u]
+                id_ = f"{ID_PREFIX}{i:07d}"
                 rows.append(
                     {
-                        "namespace": namespace,
-                        "id": f"{ID_PREFIX}{i:07d}",
-                        "kind": "exemplar",
-                        "status": "active",
+                        **drafts[i % u],
+                        "id": id_,
+                        "source_key": f"exemplar:{id_}",
                         "version": 1,
-                        "content": {
-                            "observation": s.observation,
-                            "state_data": None,
-                            "internal_state": s.thought,
-                            "action": s.action,
-                            "result": s.result,
-                            "reward": None,
-                        },
-                        "text": f"State: {s.observation}\nAction: {s.action}\nResult: {s.result}",
-                        "environment": s.environment,
-                        "task": None,
-                        "reflector": "exemplar",
-                        "reflector_version": "1",
                         "evidence_count": 1,
                         "evidence_successes": 1,
                         "evidence_failures": 0,
@@ -97,7 +95,6 @@ def populate(url: str, namespace: str, states: list[AgentState], vectors: np.nda
                         "successes": 0,
                         "failures": 0,
                         "reward_sum": 0.0,
-                        "source_key": f"exemplar:{ID_PREFIX}{i:07d}",
                         "created_at": stamp,
                         "updated_at": stamp,
                     }

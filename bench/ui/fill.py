@@ -73,7 +73,7 @@ from domain.settings import NamespaceSettings
 from domain.state_text import task_query_text
 from migrations import upgrade
 from reflectors import contrastive, evidence_cards
-from reflectors.exemplars import build_exemplars, credit, exemplar_id, returns_to_go, step_rewards
+from reflectors.exemplars import credit, exemplar_id, returns_to_go, step_rewards
 from reflectors.llm_client.schemas import Criterion, StepCountCheck, ToolCalledCheck
 from reflectors.prompted.heuristics import heuristic_id as llm_heuristic_id
 from reflectors.prompted.heuristics import heuristic_text
@@ -101,6 +101,7 @@ from store.models import (
     Step,
     Trajectory,
 )
+from tests.factories import exemplar_draft, step_row, trajectory_row
 
 STEPS_PER_TRAJECTORY = 20
 GROUP_SIZE = 8
@@ -831,8 +832,8 @@ class _Plan:
         if r.kind == "exemplar":
             t, j = r.build
             traj, steps = self._run(t)
-            (exemplar,) = build_exemplars(traj, [steps[j]], self.settings)  # type: ignore[arg-type]
-            return exemplar.draft.content, exemplar.draft.text, exemplar.texts, True
+            draft, texts = exemplar_draft(self.ns, steps[j], trajectory=traj, settings=self.settings)
+            return draft.content, draft.text, texts, True
         if r.reflector == contrastive.NAME:
             t, j, polarity, action, successes, failures, size = r.build
             n = successes + failures
@@ -931,10 +932,10 @@ class _Plan:
         """Trajectory t and its steps with the columns the reflectors' own builders read
         (reflectors.exemplars, evidence_cards.build_card, rubric_content)."""
         ok, reward, reason = self.outcome(t)
-        traj = SimpleNamespace(
+        traj = trajectory_row(
+            self.ns,
             pk=self.traj_pk(t),
             id=self.traj_id(t),
-            namespace=self.ns,
             environment=self.env(t),
             task=self.task(t),
             success=ok,
@@ -942,7 +943,7 @@ class _Plan:
             failure_reason=reason,
             group_id=f"grp_{int(self.group[t]):06d}",
         )
-        return traj, [step_view(j, self.step(t, j)) for j in range(STEPS_PER_TRAJECTORY)]
+        return traj, [step_row(j, **self.step(t, j)) for j in range(STEPS_PER_TRAJECTORY)]
 
     def traj_pk(self, t: int) -> int:
         return self.traj_pk_base + t
@@ -1006,20 +1007,13 @@ class _Plan:
         self.outcome_successes = int((has_outcome & ok).sum())
 
 
-def step_view(index: int, step: dict[str, Any]) -> SimpleNamespace:
-    """A planned step as a stored Step row reads to the reflectors."""
-    return SimpleNamespace(index=index, caused_failure=False, truncated=False, **step)
-
-
 def edited(kind: str, content: dict[str, Any], note: str) -> tuple[dict[str, Any], str]:
     """An operator's edit (a new version): the result of an exemplar corrected (its text
     rebuilt by the exemplar reflector), or a note added to the text of any other kind."""
     if kind == "exemplar":
         result = f"{content['result'] or ''} (checked by an operator)".strip()
-        traj = SimpleNamespace(pk=0, namespace="", environment=None, task="", success=True, reward=None)
-        step = step_view(0, {**{k: content[k] for k in EXEMPLAR_FIELDS}, "result": result})
-        (exemplar,) = build_exemplars(traj, [step], NamespaceSettings())  # type: ignore[arg-type]
-        return exemplar.draft.content, exemplar.draft.text
+        draft, _ = exemplar_draft("", step_row(0, **{k: content[k] for k in EXEMPLAR_FIELDS}, result=result))
+        return draft.content, draft.text
     new = {**content, "text": f"{content['text']}\nOperator note: {note}."}
     return new, new["text"]
 

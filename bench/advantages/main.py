@@ -3,7 +3,7 @@ trajectories × 2,048 tokens per request, every method, against the same numpy a
 the bare JSON in one process; and POST …/distill/teacher_logprobs against the
 teacher endpoint's own time.
 
-    python -m bench.advantages [--quick | --smoke] [--out docs/benchmarks.md] [--out r.json]
+    python -m bench.advantages [--quick | --smoke] [--out docs/benchmarks/advantages.md] [--out r.json]
 
 On SQLite, one real uvicorn server (like `reflexa serve`; its worker off, the
 model-free embedder: neither route embeds), configured with a teacher endpoint:

@@ -1,4 +1,4 @@
-"""bench.advantages' section of docs/benchmarks.md, and the summary it prints."""
+"""bench.advantages' section of docs/benchmarks/advantages.md, and the summary it prints."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""PNG figures for docs/benchmarks.md, drawn with matplotlib when it is installed
+"""PNG figures for the results files in docs/benchmarks/, drawn with matplotlib when it is installed
 (`pip install -e '.[bench]'`); without it a benchmark writes its tables only.
 
 Each function saves its figures next to the markdown file and returns their paths
@@ -42,7 +42,7 @@ def reflect(rep: Any, out_dir: Path) -> list[str]:
         ax.plot([s.t for s in d.timeline], [s.waiting for s in d.timeline], label=f"{d.backend}, {d.setup.label}")
     ax.set(xlabel="seconds since workers started", ylabel="jobs queued or running", title="Draining the backlog")
     ax.legend(fontsize="small")
-    names.append(_save(plt, fig, out_dir, "bench-reflect-drain.png"))
+    names.append(_save(plt, fig, out_dir, "reflect-drain.png"))
     if rep.lags:
         fig, axes = plt.subplots(1, len(rep.lags), figsize=(8 * len(rep.lags), 4), squeeze=False)
         for ax, lag in zip(axes[0], rep.lags, strict=True):
@@ -52,7 +52,7 @@ def reflect(rep: Any, out_dir: Path) -> list[str]:
             ax.axhline(lag.slo_s, color="grey", linestyle=":", label=f"SLO {lag.slo_s:g} s")
             ax.set(xlabel="seconds into the window", ylabel="oldest waiting job, s", title=f"Queue lag, {lag.backend}")
             ax.legend(fontsize="small")
-        names.append(_save(plt, fig, out_dir, "bench-reflect-lag.png"))
+        names.append(_save(plt, fig, out_dir, "reflect-lag.png"))
     return names
 
 
@@ -73,4 +73,4 @@ def retrieval(rep: Any, out_dir: Path) -> list[str]:
         ax.plot(n, values, marker="o", label=label)
     ax.set(xscale="log", xlabel="indexed items", ylabel="ms", title="Retrieve latency vs index size")
     ax.legend(fontsize="small")
-    return [_save(plt, fig, out_dir, "bench-retrieval-latency.png")]
+    return [_save(plt, fig, out_dir, "retrieval-latency.png")]

@@ -1,4 +1,4 @@
-"""bench.distill's section of docs/benchmarks.md, and the summary it prints."""
+"""bench.distill's section of docs/benchmarks/distill.md, and the summary it prints."""
 
 from __future__ import annotations
 

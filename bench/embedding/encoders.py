@@ -25,7 +25,7 @@ The texts are agent states generated deterministically from a seed: household te
 games, web shopping pages, shell sessions, grid worlds, tool calls and dungeon
 games, each optionally followed by the agent's thought, 10 to ~300 tokens.
 
-It prints a markdown table and writes no file (docs/benchmarks.md is kept by others).
+It prints a markdown table and writes no file (docs/benchmarks/embedding.md was written from its printout).
 """
 
 from __future__ import annotations

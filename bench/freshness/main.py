@@ -2,7 +2,7 @@
 defaults, against the batched encoder's own rate on the same texts, and the
 write-ack -> searchable lag under paced ingest with a busy core.
 
-    python -m bench.freshness [--quick | --smoke] [--out docs/benchmarks.md] [--out results.json]
+    python -m bench.freshness [--quick | --smoke] [--out docs/benchmarks/freshness.md] [--out results.json]
 
 One `reflexa serve` process with its defaults (SQLite under its data directory,
 the in-process worker with its default concurrency, the ONNX encoder on one thread,

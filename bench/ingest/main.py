@@ -1,7 +1,7 @@
 """Ingest benchmark: steps per second the server accepts over HTTP, against the raw
 floor of inserting the same rows with SQLAlchemy core.
 
-    python -m bench.ingest [--quick | --smoke] [--out docs/benchmarks.md] [--out results.json]
+    python -m bench.ingest [--quick | --smoke] [--out docs/benchmarks/ingest.md] [--out results.json]
     python -m bench.ingest --profile DIR [--quick]   # same load, py-spy on the server
 
 For each backend a real uvicorn server runs on a fresh database (SQLite: one process,

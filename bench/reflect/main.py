@@ -3,7 +3,7 @@ of closed trajectories, queue lag under a steady ingest load, and the raw floor 
 the same reflector work in one process.
 
     python -m bench.reflect [--quick | --smoke] [--trajectories 10000] [--backend sqlite] [--setups 1x1,1x2,2x1]
-                            [--out docs/benchmarks.md] [--out results.json]
+                            [--out docs/benchmarks/reflect.md] [--out results.json]
 
 Per backend (SQLite, PostgreSQL): (a) the backlog is ingested with no worker running,
 then each worker setup (processes x concurrency of `reflexa worker`) drains its own

@@ -1,4 +1,4 @@
-"""The docs/benchmarks.md section of bench.reflect, rendered from its report."""
+"""The docs/benchmarks/reflect.md section of bench.reflect, rendered from its report."""
 
 from __future__ import annotations
 

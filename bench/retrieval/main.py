@@ -3,7 +3,7 @@ and 1M indexed items, against the raw floor (the same encode + index search in o
 process) and against mem0 on the same workload.
 
     python -m bench.retrieval [--sizes 10000,100000,1000000] [--quick | --smoke] [--skip-mem0] [--skip-lag]
-                              [--out docs/benchmarks.md] [--out results.json] [--profile DIR]
+                              [--out docs/benchmarks/retrieval.md] [--out results.json] [--profile DIR]
 
 Server settings can be varied through the environment: the servers inherit every
 `REFLEXA_*` variable (e.g. REFLEXA_WORKER__CONCURRENCY=2), and the report lists them.

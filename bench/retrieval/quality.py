@@ -29,7 +29,7 @@ lexical similarity, candidates from both indexes), `hybrid` (the default), `tfid
 In-process (TestClient on SQLite, the real ONNX MiniLM, the server's own ranking);
 no timing is measured. Run:
 
-    python -m bench.retrieval.quality --out docs/benchmarks.md        # ~10 min (4 seeds)
+    python -m bench.retrieval.quality --out docs/benchmarks/retrieval-quality.md        # ~10 min (4 seeds)
     python -m bench.retrieval.quality --smoke                         # seconds
 """
 

@@ -1,4 +1,4 @@
-"""The docs/benchmarks.md section of bench.retrieval, with verdicts against the
+"""The docs/benchmarks/retrieval.md section of bench.retrieval, with verdicts against the
 issue's aims."""
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 operator opens from them) over HTTP from a real server, against the same store
 queries alone in this process.
 
-    python -m bench.ui [--quick | --smoke] [--backend sqlite|postgres] [--out docs/benchmarks.md] [--out r.json]
+    python -m bench.ui [--quick | --smoke] [--backend sqlite|postgres] [--out docs/benchmarks/ui.md] [--out r.json]
 
 1. A store of 1,000,000 steps (50,000 trajectories) and 100,000 reflections with
    their evidence, versions, vectors and lexical rows, 200,000 logged retrievals and

@@ -31,15 +31,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--out",
         type=Path,
-        help="one markdown file for every suite (default docs/benchmarks/<suite>.md; --quick, --smoke: a temporary file)",
+        help="one markdown file for every suite (default: docs/benchmarks/<suite>.md; --quick, --smoke: a temp file)",
     )
     parser.add_argument("--only", action="append", choices=BENCHMARKS, help="run only this one (repeatable)")
     args = parser.parse_args(argv)
     small = ["--quick"] if args.quick else ["--smoke"] if args.smoke else []
     out = args.out
-    if out is None:
-        if small:
-            out = Path(tempfile.mkdtemp(prefix="reflexa_bench_quick_")) / "benchmarks.md"
+    if out is None and small:
+        out = Path(tempfile.mkdtemp(prefix="reflexa_bench_quick_")) / "benchmarks.md"
     worst = 0
     for name in args.only or BENCHMARKS:
         print(f"bench.{name}", file=sys.stderr, flush=True)

@@ -2,7 +2,8 @@
 trajectories × 20 steps with 3 teacher kinds, and dataset export rows per second,
 each against its raw floor measured in the same run.
 
-    python -m bench.distill [--quick | --smoke] [--backend sqlite|postgres] [--out docs/benchmarks/distill.md] [--out r.json]
+    python -m bench.distill [--quick | --smoke] [--backend sqlite|postgres]
+                            [--out docs/benchmarks/distill.md] [--out r.json]
 
 Per backend (SQLite by default; `--backend postgres` for PostgreSQL at
 REFLEXA_BENCH_PG_URL, repeatable), on a fresh database:

@@ -1,7 +1,8 @@
 """Query encoding: what encoding one text costs on ONNX Runtime, what each candidate
 speed-up changes, and whether its vectors still give sentence-transformers' top 10.
 
-    python -m bench.embedding.query_encoding [--quick] [--cache-dir DIR] [--skip-gate] [--out docs/benchmarks/query_encoding.md]
+    python -m bench.embedding.query_encoding [--quick] [--cache-dir DIR] [--skip-gate]
+                                             [--out docs/benchmarks/query_encoding.md]
 
 (~15 min on the shared 2-core machine, `--quick` ~4 min; the gate's reference model is a good part of it.)
 
@@ -660,7 +661,8 @@ def report(
     lines = [
         "## Query encoding",
         "",
-        f"Reproduce: `python -m bench.embedding.query_encoding{' --quick' if quick else ''} --out docs/benchmarks/query_encoding.md` "
+        f"Reproduce: `python -m bench.embedding.query_encoding{' --quick' if quick else ''} "
+        "--out docs/benchmarks/query_encoding.md` "
         f"(this run took {took_s / 60:.1f} min).",
         "",
         facts.markdown(),

@@ -81,7 +81,7 @@ def server_stages(raw: bytes, service: AdvantageService) -> tuple[Stages, bytes]
     t = time.perf_counter()
     parsed = json.loads(raw)
     s.parse_s, t = _lap(t)
-    check_json(parsed, "", service.limits.checks.max_text_chars)
+    check_json(parsed, "", service.limits.max_text_chars)
     s.storable_s, t = _lap(t)
     body, errors = ROUTE.body_field.validate(parsed, {}, loc=("body",))
     assert not errors, errors[:3]

@@ -1,14 +1,16 @@
-"""Benchmarks of the Reflexa server, run as modules (`python -m bench.ingest`).
+"""Benchmarks of the Reflexa server, as suites (`python -m bench`, or one suite:
+`python -m bench.ingest`).
 
-They start real server processes against throwaway databases and write their
-results into their own marked section of docs/benchmarks.md. They measure; they
-never assert on timings (that is what a benchmark is for, not a test).
+Each suite is a package, bench/<suite>/, with `main.py` (`main(argv)`: `--quick`,
+`--smoke`, `--out PATH.md`), a `report.py` that renders its section (and imports
+nothing from main), and modules for its workload and its measured parts. What the
+suites share lives in bench/common (databases, processes, cpu, latency, machine,
+output, plots, pyspy, agent_states). The suites start real server processes against
+throwaway databases and call the HTTP API; the in-process raw floors call public
+names of the server packages only. They measure; they never assert on timings.
 
-What the benchmarks share: bench.databases (throwaway SQLite and PostgreSQL
-databases), bench.processes (uvicorn servers and `reflexa worker` processes),
-bench.cpu (who used the CPU during a measured window), bench.latency (percentiles),
-bench.machine (what the run measured on), bench.output (`--out` and the marked
-sections) and bench.agent_states (the synthetic agent states every benchmark sends).
+Results: each suite's generated section lives in docs/benchmarks/<suite>.md (what
+`--out` rewrites); docs/benchmarks.md holds the prose and links to them.
 """
 
 from pathlib import Path

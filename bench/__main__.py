@@ -1,10 +1,11 @@
-"""Run every benchmark that keeps a section in docs/benchmarks.md.
+"""Run every benchmark suite that keeps a results file in docs/benchmarks/.
 
-    python -m bench [--quick | --smoke] [--out docs/benchmarks.md]
+    python -m bench [--quick | --smoke] [--only SUITE] [--out PATH.md]
 
-A benchmark joins by exposing `main(argv) -> int` that accepts `--quick`, `--smoke` and
-`--out PATH.md` (replacing only its own marked section, plots written next to it)
-and by being listed here. `--quick` runs every benchmark at smoke sizes and, unless
+A suite joins by being a package bench/<suite>/ whose `main.py` exposes
+`main(argv) -> int` that accepts `--quick`, `--smoke` and `--out PATH.md` (replacing
+only its own marked section, plots written next to it), and by being listed here.
+Without `--out`, each suite writes docs/benchmarks/<suite>.md. `--quick` runs every benchmark at smoke sizes and, unless
 `--out` is given, writes to a temporary file: smoke numbers never land in the docs.
 `--smoke` is smaller still (seconds per benchmark, SQLite only; what tests/bench
 runs), likewise into a temporary file.
@@ -19,7 +20,7 @@ import tempfile
 from pathlib import Path
 
 BENCHMARKS = ("ingest", "retrieval", "freshness", "reflect", "distill", "advantages", "ui")
-DEFAULT_OUT = Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md"
+RESULTS_DIR = Path(__file__).resolve().parents[1] / "docs" / "benchmarks"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -30,20 +31,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--out",
         type=Path,
-        help="markdown file to update (default docs/benchmarks.md; --quick, --smoke: a temporary file)",
+        help="one markdown file for every suite (default: docs/benchmarks/<suite>.md; --quick, --smoke: a temp file)",
     )
     parser.add_argument("--only", action="append", choices=BENCHMARKS, help="run only this one (repeatable)")
     args = parser.parse_args(argv)
     small = ["--quick"] if args.quick else ["--smoke"] if args.smoke else []
     out = args.out
-    if out is None:
-        out = Path(tempfile.mkdtemp(prefix="reflexa_bench_quick_")) / "benchmarks.md" if small else DEFAULT_OUT
+    if out is None and small:
+        out = Path(tempfile.mkdtemp(prefix="reflexa_bench_quick_")) / "benchmarks.md"
     worst = 0
     for name in args.only or BENCHMARKS:
         print(f"bench.{name}", file=sys.stderr, flush=True)
-        module = importlib.import_module(f"bench.{name}")
-        worst = max(worst, module.main([*small, "--out", str(out)]))
-    print(f"results: {out}", file=sys.stderr)
+        module = importlib.import_module(f"bench.{name}.main")
+        worst = max(worst, module.main([*small, "--out", str(out or RESULTS_DIR / f"{name}.md")]))
+    print(f"results: {out or RESULTS_DIR}", file=sys.stderr)
     return worst
 
 

@@ -37,7 +37,7 @@ class RankingSettings(RequestModel):
     )
     lexical_weight: float = Field(
         0.5,  # in the range (0.5-0.8) where hybrid matches or beats every other mode on every
-        # near-query set of bench/retrieval_quality, at its low end (docs/retrieval.md)
+        # near-query set of bench/retrieval/quality.py, at its low end (docs/retrieval.md)
         ge=0.0,
         le=1.0,
         description="share of the lexical match (overlap of the state texts' words and near word pairs, "

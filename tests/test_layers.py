@@ -14,7 +14,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 LINTER = Path(sys.executable).with_name("lint-imports")
-PACKAGES = ("service", "reflectors", "domain", "store", "migrations", "examples", "clients/python/reflexa")
+PACKAGES = ("service", "reflectors", "domain", "store", "migrations", "examples", "clients/python/reflexa", "bench")
 
 
 def lint(cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -42,6 +42,12 @@ LAYERS = "layers: reflectors > service > domain > store"
         ("service/export/wrong_way.py", "import service.distill.repository", "repository: service.distill"),
         ("service/trajectories/wrong_way.py", "import reflectors.repository", "repository: reflectors"),
         ("reflexa/wrong_way.py", "import store.models", "the client never imports server code"),
+        (
+            "bench/ingest/wrong_way.py",
+            "import bench.retrieval.main",
+            "bench: the suites are independent (they share bench.common)",
+        ),
+        ("bench/common/wrong_way.py", "import bench.ingest.main", "bench: no cycles between sibling modules or suites"),
     ],
 )
 def test_a_wrong_way_import_breaks_a_contract(tmp_path: Path, module: str, imports: str, contract: str) -> None:

@@ -76,7 +76,7 @@ class _Source:
     distill: DistillService | None = None
 
 
-def _chunked(items: Sequence[T], weight: Callable[[T], int], *, budget: int, most: int) -> Iterator[list[T]]:
+def chunked(items: Sequence[T], weight: Callable[[T], int], *, budget: int, most: int) -> Iterator[list[T]]:
     """Consecutive runs of `items`, each of at most `most` items and, unless one
     item alone exceeds it, at most `budget` total weight."""
     chunk: list[T] = []
@@ -230,7 +230,7 @@ class ExportService:
     def _with_steps(self, source: _Source, batch: Sequence[Row]) -> Iterator[tuple[Row, list[Row]]]:
         """The batch's trajectories with their steps, read about `batch_steps` at a time."""
         weight: Callable[[Row], int] = lambda t: t["step_count"]  # noqa: E731
-        for chunk in _chunked(batch, weight, budget=self.batch_steps, most=MAX_IN):
+        for chunk in chunked(batch, weight, budget=self.batch_steps, most=MAX_IN):
             steps = self._steps(source, [t["pk"] for t in chunk])
             for t in chunk:
                 yield t, steps.pop(t["pk"])  # let each go once written: one chunk is held, not two
@@ -262,7 +262,7 @@ class ExportService:
         most = min(MAX_IN, self.limits.max_batch_trajectories)
         weight: Callable[[Row], int] = lambda t: t["step_count"]  # noqa: E731
         for batch in self._trajectory_batches(source, successful):
-            for chunk in _chunked(batch, weight, budget=budget, most=most):
+            for chunk in chunked(batch, weight, budget=budget, most=most):
                 steps = self._steps(source, [t["pk"] for t in chunk])
                 longest = max(t["step_count"] for t in chunk)
                 windows: list[range | None] = [None]
@@ -360,7 +360,7 @@ class ExportService:
                 if t["parent_trajectory_id"] in parents and parents[t["parent_trajectory_id"]]["status"] == "closed"
             ]
             weight: Callable[[tuple[Row, Row]], int] = lambda p: p[0]["step_count"] + p[1]["step_count"]  # noqa: E731
-            for chunk in _chunked(pairs, weight, budget=self.batch_steps, most=MAX_IN // 2):
+            for chunk in chunked(pairs, weight, budget=self.batch_steps, most=MAX_IN // 2):
                 steps = self._steps(source, sorted({t["pk"] for pair in chunk for t in pair}))
                 for first, next_ in chunk:
                     yield build.attempt_row(first, steps[first["pk"]], next_, steps[next_["pk"]])

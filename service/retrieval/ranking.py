@@ -91,7 +91,7 @@ def lexical_similarities(query_features: frozenset[str], texts: list[str | None]
     tell near neighbours apart weigh more. √idf, not the usual idf: with full idf
     weights a text that shares one rare number with the query beat one that
     differed from it in a single slot, since the rare feature outweighed several
-    common ones (bench/retrieval_quality, docs/retrieval.md). None for a candidate
+    common ones (bench/retrieval/quality.py, docs/retrieval.md). None for a candidate
     without a lexical text, or when the query has no words."""
     if not query_features:
         return [None] * len(texts)

@@ -37,6 +37,31 @@ def check_reproducible(model: LocalModel) -> None:
         )
 
 
+def mean_pooled(session: onnxruntime.InferenceSession, encodings: list[Encoding], input_names: set[str]) -> np.ndarray:
+    """Run one padded batch and mean-pool over the real tokens. Padding uses id 0
+    whatever the vocabulary: masked positions influence neither attention nor
+    the mean, so their ids do not matter."""
+    width = max(len(encoding.ids) for encoding in encodings)
+    shape = (len(encodings), width)
+    input_ids = np.zeros(shape, dtype=np.int64)
+    attention_mask = np.zeros(shape, dtype=np.int64)
+    token_type_ids = np.zeros(shape, dtype=np.int64)
+    for row, encoding in enumerate(encodings):
+        length = len(encoding.ids)
+        input_ids[row, :length] = encoding.ids
+        attention_mask[row, :length] = encoding.attention_mask
+        token_type_ids[row, :length] = encoding.type_ids
+    feeds = {
+        "input_ids": input_ids,
+        "attention_mask": attention_mask,
+        "token_type_ids": token_type_ids,
+    }
+    (hidden,) = session.run(None, {k: v for k, v in feeds.items() if k in input_names})
+    mask = attention_mask.astype(np.float32)
+    summed = np.einsum("bsd,bs->bd", hidden, mask)
+    return normalise_rows(summed / np.maximum(mask.sum(axis=1, keepdims=True), 1.0))
+
+
 class OnnxEmbedder:
     """Embeds with an exported transformer in an onnxruntime InferenceSession.
 
@@ -49,7 +74,7 @@ class OnnxEmbedder:
     thread-safe once configured.
 
     One query's encode is within ~3 % of `session.run` alone on the same tokens, and
-    ~80 % of that run is MatMuls (bench/query_encoding.py, docs/benchmarks.md "Query
+    ~80 % of that run is MatMuls (bench/embedding/query_encoding.py, docs/benchmarks.md "Query
     encoding"). Measured there and left out: onnxruntime.transformers' BERT fusions
     (same top 10, but ~10 % slower on agent states: its fp32 SkipLayerNormalization
     and Attention CPU kernels lose to the unfused ops), a model saved pre-optimised
@@ -117,25 +142,4 @@ class OnnxEmbedder:
         yield batch
 
     def _embed(self, encodings: list[Encoding]) -> np.ndarray:
-        """Run one padded batch and mean-pool over the real tokens. Padding uses id 0
-        whatever the vocabulary: masked positions influence neither attention nor
-        the mean, so their ids do not matter."""
-        width = max(len(encoding.ids) for encoding in encodings)
-        shape = (len(encodings), width)
-        input_ids = np.zeros(shape, dtype=np.int64)
-        attention_mask = np.zeros(shape, dtype=np.int64)
-        token_type_ids = np.zeros(shape, dtype=np.int64)
-        for row, encoding in enumerate(encodings):
-            length = len(encoding.ids)
-            input_ids[row, :length] = encoding.ids
-            attention_mask[row, :length] = encoding.attention_mask
-            token_type_ids[row, :length] = encoding.type_ids
-        feeds = {
-            "input_ids": input_ids,
-            "attention_mask": attention_mask,
-            "token_type_ids": token_type_ids,
-        }
-        (hidden,) = self._session.run(None, {k: v for k, v in feeds.items() if k in self._input_names})
-        mask = attention_mask.astype(np.float32)
-        summed = np.einsum("bsd,bs->bd", hidden, mask)
-        return normalise_rows(summed / np.maximum(mask.sum(axis=1, keepdims=True), 1.0))
+        return mean_pooled(self._session, encodings, self._input_names)

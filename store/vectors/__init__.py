@@ -11,7 +11,7 @@ Cosine similarity is the inner product of normalised vectors. Modules: index
 hnsw (the structures), fileformat (atomic, checksummed single-file container),
 rwlock.
 
-Why these defaults — measured with `python -m bench.vector_index` on real
+Why these defaults — measured with `python -m bench.embedding.vector_index` on real
 all-MiniLM-L6-v2 embeddings of 100k templated agent states (text-game rooms, BabyAI
 views, web pages, shell output; 1000 held-out query states), 1M reached by adding
 noisy copies (sigma 0.02 per component, renormalised) of the real vectors; 2 shared

@@ -16,7 +16,7 @@ and then adding 75k gridworld, web and shell states made the largest list 140x t
 mean and doubled median latency. faiss' imbalance factor (expected scan cost
 relative to equal lists: ~1.3 after k-means on this data, 11-13 in that drift case)
 measures exactly this, so a retrain is due when it doubles from its value right
-after the build; `python -m bench.vector_index` reports the drift case.
+after the build; `python -m bench.embedding.vector_index` reports the drift case.
 """
 
 from __future__ import annotations

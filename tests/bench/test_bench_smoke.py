@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from bench.__main__ import BENCHMARKS
-from bench.output import DOC_HEADER
+from bench.common.output import DOC_HEADER
 
 REPO = Path(__file__).resolve().parents[2]
 OFFLINE = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}

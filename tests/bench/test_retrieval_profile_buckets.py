@@ -1,5 +1,5 @@
 """bench.retrieval --profile charges each py-spy sample to the bucket of the innermost
-frame it names (bench/retrieval_profile.py): a bucket whose function was renamed
+frame it names (bench/retrieval/profile.py): a bucket whose function was renamed
 silently hands its samples to its caller's bucket, as the retrieve path's SQL
 buckets once did. Every name must still be a function or method py-spy can print."""
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 import importlib
 import inspect
 
-from bench.retrieval_profile import PROFILE_BUCKETS
+from bench.retrieval.profile import PROFILE_BUCKETS
 
 # Where the functions the buckets name live: ours and the framework's.
 MODULES = (

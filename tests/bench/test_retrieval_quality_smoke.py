@@ -4,7 +4,7 @@ here (docs/benchmarks.md has the real run)."""
 
 from __future__ import annotations
 
-from bench.retrieval_quality import MODES, run
+from bench.retrieval.quality import MODES, run
 
 
 def test_retrieval_quality_smoke_reports_every_set_and_mode() -> None:

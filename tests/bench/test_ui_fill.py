@@ -1,4 +1,4 @@
-"""bench/ui_fill.py at a tiny size: the counts it promises, the consistency a real
+"""bench/ui/fill.py at a tiny size: the counts it promises, the consistency a real
 store has (evidence statistics, foreign keys, utility and namespace counters summed
 from the outcomes, the hashes ingest computes), and a real app that serves it."""
 
@@ -11,7 +11,7 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import create_engine, text
 
-from bench.ui_fill import (
+from bench.ui.fill import (
     CREDITED_RANKS,
     ITEMS_PER_RETRIEVAL,
     STEPS_PER_TRAJECTORY,

@@ -12,7 +12,7 @@ from sqlalchemy import select
 from domain.jobs import JOB_KINDS, REFLECTION_EMBED, TRAJECTORY_CLOSED, Dedup, JobKind, Lane, Priority, declare
 from store import jobs as jobs_repo
 from store.models import Job
-from tests.fixtures import make_db
+from tests.factories import make_db
 
 TEST_KIND = "test.kind"
 

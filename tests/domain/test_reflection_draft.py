@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from domain.reflections import KINDS, STATUSES, TASK_KEYED, ReflectionDraft
 from store import reflections as reflections_repo
-from tests.fixtures import make_db
+from tests.factories import make_db
 
 DRAFT = ReflectionDraft(
     namespace="mem",

@@ -10,7 +10,7 @@ from pydantic import ValidationError
 from domain.settings import NamespaceSettings, parse_settings
 from service.namespaces.stored import read_settings
 from store.models import Namespace, utcnow
-from tests.fixtures import make_db
+from tests.factories import make_db
 
 
 def test_an_empty_stored_dict_is_all_defaults() -> None:

@@ -12,7 +12,7 @@ from sqlalchemy import select
 from domain.steps import STEP_FIELDS, step_columns, step_mapping
 from store import trajectories as trajectories_repo
 from store.models import Step
-from tests.fixtures import add_trajectory, make_db
+from tests.factories import add_trajectory, make_db
 
 
 def request_step(observation: str, action: Any, data: dict[str, Any] | None = None, **fields: Any) -> Any:

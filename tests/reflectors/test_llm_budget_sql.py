@@ -11,7 +11,7 @@ import pytest
 
 from reflectors.llm_client import LLMBudgetExceeded, SqlTokenBudget
 from store.database import Database
-from tests.fixtures import make_db
+from tests.factories import make_db
 
 
 @pytest.fixture

@@ -25,7 +25,8 @@ from store import jobs as jobs_repo
 from store.embedding.hashing import HashingEmbedder
 from store.models import Embedding, Job, LexicalText, Reflection
 from tests.conftest import ADMIN_KEY, make_settings
-from tests.fixtures import create_namespace, drain, post_trajectory, step
+from tests.factories import step
+from tests.fixtures import create_namespace, drain, post_trajectory
 from tests.reflectors.openai_server import Answer, HttpError, ScriptedLLM, Stall, json_answer
 
 NS = "/v1/namespaces/mem"

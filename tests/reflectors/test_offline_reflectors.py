@@ -10,7 +10,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from reflectors.contrastive import neighbourhoods, wilson_lower
-from tests.fixtures import create_namespace, drain, post_trajectory, step
+from tests.factories import step
+from tests.fixtures import create_namespace, drain, post_trajectory
 
 NS = "/v1/namespaces/off"
 EDGE = "You stand at the edge of a steep cliff. The river roars far below. Wind from the {}."

@@ -19,7 +19,8 @@ from reflectors.worker import Worker
 from store import embeddings as embeddings_repo
 from store import jobs as jobs_repo
 from store.models import Embedding, Job, Reflection
-from tests.fixtures import create_namespace, drain, post_trajectory, step
+from tests.factories import step
+from tests.fixtures import create_namespace, drain, post_trajectory
 
 
 class CountingEncoder:

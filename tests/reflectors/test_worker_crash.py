@@ -17,7 +17,8 @@ from service.settings import Settings
 from store.database import Database
 from store.models import Job, Reflection, ReflectionEvidence, Step
 from tests.conftest import ADMIN_KEY, make_settings
-from tests.fixtures import create_namespace, step
+from tests.factories import step
+from tests.fixtures import create_namespace
 
 REFLEXA = str(Path(sys.executable).with_name("reflexa"))
 EPISODES = 60

@@ -14,7 +14,7 @@ from reflectors.worker import JobView, Worker, WorkerConfig
 from store import jobs as jobs_repo
 from store.database import Database
 from store.models import Job
-from tests.fixtures import make_db
+from tests.factories import make_db
 
 
 def enqueue(db: Database, kind: str, key: str, priority: int = 100) -> int:

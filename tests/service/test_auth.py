@@ -9,7 +9,8 @@ from fastapi.testclient import TestClient
 
 from service.app import create_app
 from tests.conftest import ADMIN_KEY, make_settings
-from tests.fixtures import create_namespace, post_trajectory, step
+from tests.factories import step
+from tests.fixtures import create_namespace, post_trajectory
 
 STEP = step("o", "a")
 

@@ -15,7 +15,8 @@ from service.settings import Limits, Settings
 from store.database import Database
 from store.models import Job, Step, Trajectory
 from tests.conftest import ADMIN_KEY, make_settings
-from tests.fixtures import create_namespace, post_trajectory, step
+from tests.factories import step
+from tests.fixtures import create_namespace, post_trajectory
 
 NS = "/v1/namespaces/proj"
 OK_STEP = step("o", "a")

@@ -8,7 +8,8 @@ from typing import Any
 
 from fastapi.testclient import TestClient
 
-from tests.fixtures import create_namespace, drain, post_trajectory, step
+from tests.factories import step
+from tests.fixtures import create_namespace, drain, post_trajectory
 
 ROOMS = [f"Room {n}: a corridor with {n} doors and a lamp." for n in range(6)]
 

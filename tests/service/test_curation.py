@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from tests.fixtures import create_namespace, drain, post_trajectory, step
+from tests.factories import step
+from tests.fixtures import create_namespace, drain, post_trajectory
 
 NS = "/v1/namespaces/cur"
 HALL = "A long hall with portraits; a staircase leads up."

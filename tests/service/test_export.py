@@ -38,7 +38,8 @@ from store import reflections as reflections_repo
 from store import trajectories as trajectories_repo
 from store.database import Database
 from tests.conftest import ADMIN_KEY, make_settings
-from tests.fixtures import add_reflection, add_trajectory, create_namespace, drain, make_db, post_trajectory, step
+from tests.factories import add_reflection, add_trajectory, make_db, step
+from tests.fixtures import create_namespace, drain, post_trajectory
 
 NS = "mem"
 KEY_TASK = "find the key"

@@ -9,7 +9,8 @@ from fastapi.testclient import TestClient
 
 from service.app import SchemaOutOfDate, create_app
 from tests.conftest import make_settings
-from tests.fixtures import create_namespace, drain, post_trajectory, step
+from tests.factories import step
+from tests.fixtures import create_namespace, drain, post_trajectory
 
 
 def test_healthz_readyz(client: TestClient) -> None:

@@ -15,7 +15,8 @@ from sqlalchemy import delete
 
 from reflectors.reindex import reindex
 from store.models import LexicalText
-from tests.fixtures import create_namespace, drain, post_trajectory, step
+from tests.factories import step
+from tests.fixtures import create_namespace, drain, post_trajectory
 
 DOOR2 = "You are at the door. 2 steps left."
 DOOR12 = "You are at the door. 12 steps left."

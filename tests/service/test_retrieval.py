@@ -14,7 +14,8 @@ from sqlalchemy import null, update
 
 from reflectors.reindex import rebuild_internal_hashes, reindex
 from store.models import Reflection, ReflectionEvidence
-from tests.fixtures import create_namespace, drain, post_trajectory, step
+from tests.factories import step
+from tests.fixtures import create_namespace, drain, post_trajectory
 
 NS = "/v1/namespaces/mem"
 

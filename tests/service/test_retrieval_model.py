@@ -17,7 +17,8 @@ from service.container import Services
 from store.database import Database
 from store.embedding import Embedder, build_embedder
 from tests.conftest import ADMIN_KEY, make_settings
-from tests.fixtures import create_namespace, drain, post_trajectory, step
+from tests.factories import step
+from tests.fixtures import create_namespace, drain, post_trajectory
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 

@@ -11,7 +11,8 @@ from fastapi.testclient import TestClient
 
 from service.app import create_app
 from tests.conftest import ADMIN_KEY, make_settings
-from tests.fixtures import create_namespace, drain, post_trajectory, step
+from tests.factories import step
+from tests.fixtures import create_namespace, drain, post_trajectory
 
 NS = "/v1/namespaces/b"
 ROOMS = [

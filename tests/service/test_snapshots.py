@@ -7,7 +7,8 @@ from typing import Any
 
 from fastapi.testclient import TestClient
 
-from tests.fixtures import create_namespace, drain, post_trajectory, step
+from tests.factories import step
+from tests.fixtures import create_namespace, drain, post_trajectory
 
 
 def seed(api: TestClient, ns: str, prefix: str, n: int = 3) -> None:

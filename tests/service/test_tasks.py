@@ -15,7 +15,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from domain.hashing import task_hash
-from tests.fixtures import create_namespace, post_trajectory, trajectory
+from tests.factories import trajectory
+from tests.fixtures import create_namespace, post_trajectory
 
 NS = "/v1/namespaces/cur"
 TASKS = f"{NS}/tasks"

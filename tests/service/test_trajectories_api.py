@@ -11,14 +11,14 @@ from sqlalchemy import func, select
 
 from store.database import Database
 from store.models import Job, Reflection, ReflectionEvidence, Step, Trajectory
-from tests import fixtures
+from tests import factories, fixtures
 
 NS = "/v1/namespaces/proj"
 
 
 def step(i: int | None = None, obs: str = "room", action: Any = "look", **extra: Any) -> dict[str, Any]:
     """A step whose observation names its index, given that index (none: the next one)."""
-    return fixtures.step(f"{obs} {i}", action, **extra, **({} if i is None else {"index": i}))
+    return factories.step(f"{obs} {i}", action, **extra, **({} if i is None else {"index": i}))
 
 
 @pytest.fixture
@@ -213,8 +213,8 @@ def test_delete_removes_steps_and_reflections_derived_only_from_it(api: TestClie
     with db.write() as s:
         pk1 = s.scalar(select(Trajectory.pk).where(Trajectory.id == "d1"))
         pk2 = s.scalar(select(Trajectory.pk).where(Trajectory.id == "d2"))
-        only = fixtures.add_reflection(s, "proj", "only", kind="exemplar")
-        shared = fixtures.add_reflection(s, "proj", "shared", kind="heuristic")
+        only = factories.add_reflection(s, "proj", "only", kind="exemplar")
+        shared = factories.add_reflection(s, "proj", "shared", kind="heuristic")
         s.add_all(
             [
                 ReflectionEvidence(reflection_pk=only.pk, trajectory_pk=pk1, step_start=0, step_end=1),

@@ -205,12 +205,12 @@ def top_10(corpus: np.ndarray, queries: np.ndarray) -> np.ndarray:
 def test_onnx_gives_sentence_transformers_top_10_on_agent_states(
     onnx_embedder: Embedder, torch_embedder: Embedder
 ) -> None:
-    """The gate any speed-up of the ONNX path must pass (bench/query_encoding.py runs
+    """The gate any speed-up of the ONNX path must pass (bench/embedding/query_encoding.py runs
     it on 2,500 texts): agent states encoded in batches as the index gets them, each
     held-out query encoded alone as a retrieval sends it; against sentence-transformers
     every query's top 10 are the same items in the same order, and no vector component
     is off by 1e-5 (measured: ~2e-7)."""
-    from bench.agent_states import corpus_states, query_states
+    from bench.common.agent_states import corpus_states, query_states
 
     corpus = [state.observation for state in corpus_states(GATE_CORPUS)]
     queries = [state.observation for state in query_states(GATE_QUERIES, GATE_CORPUS, GATE_CORPUS, seed=43)]

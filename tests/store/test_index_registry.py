@@ -19,7 +19,7 @@ from store import reflections as reflections_repo
 from store.database import Database
 from store.index_registry import IndexRegistry
 from store.models import Reflection
-from tests.fixtures import add_reflection, add_vectors, make_db, unit
+from tests.factories import add_reflection, add_vectors, make_db, unit
 
 MODEL = "test-model"
 E0, E1, E2, E3 = unit(1, 0, 0, 0), unit(0, 1, 0, 0), unit(0, 0, 1, 0), unit(0, 0, 0, 1)

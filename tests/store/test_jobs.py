@@ -13,7 +13,7 @@ import pytest
 from store import jobs
 from store.database import Database
 from store.models import Job, utcnow
-from tests.fixtures import make_db
+from tests.factories import make_db
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ from sqlalchemy import delete
 
 from store import lexical
 from store.models import LexicalText, Reflection
-from tests.fixtures import add_reflection, make_db
+from tests.factories import add_reflection, make_db
 
 STATES = {
     "a": "You are at the door. 2 steps left.",

@@ -18,7 +18,7 @@ from store.database import Database
 from store.evidence import EvidenceIn
 from store.models import Embedding, Reflection, ReflectionEvidence
 from store.reflections import ReflectionFilters
-from tests.fixtures import add_reflection, add_trajectory, add_vectors, make_db, unit
+from tests.factories import add_reflection, add_trajectory, add_vectors, make_db, unit
 
 
 @pytest.fixture

@@ -23,7 +23,7 @@ from store.database import Database
 from store.evidence import EvidenceIn
 from store.models import Reflection, RetrievalItem
 from store.retrievals import CandidateFilters
-from tests.fixtures import add_reflection, add_trajectory, add_vectors, make_db, unit
+from tests.factories import add_reflection, add_trajectory, add_vectors, make_db, unit
 
 MODEL = "test-model"
 ALL = CandidateFilters(kinds=["exemplar", "heuristic"], statuses=["candidate", "active"])

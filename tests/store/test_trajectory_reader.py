@@ -17,7 +17,8 @@ from store import snapshots as snapshots_repo
 from store import trajectory_reader as reader
 from store.database import Database
 from store.trajectory_reader import TrajectoryFilter
-from tests.fixtures import create_namespace, step, trajectory
+from tests.factories import step, trajectory
+from tests.fixtures import create_namespace
 
 NS = "reader"
 

@@ -149,6 +149,17 @@ def _ints(values: list[int], name: str) -> np.ndarray:
         raise InvalidInput(f"{name} holds an integer beyond 64 bits", field=name, rule="int64") from None
 
 
+def logprob_names(body: AdvantagesRequest) -> dict[str, set[str]]:
+    """The names of the teacher, pre and post logprob series the body's trajectories send."""
+    names: dict[str, set[str]] = {"teacher": set(), "pre": set(), "post": set()}
+    for group in body.groups:
+        for traj in group.trajectories:
+            if traj.logprobs is not None:
+                for kind, seen in names.items():
+                    seen.update(_named(getattr(traj.logprobs, kind)))
+    return names
+
+
 class AdvantageService:
     def __init__(self, limits: Limits) -> None:
         self.limits = limits
@@ -156,19 +167,14 @@ class AdvantageService:
     def compute(self, principal: Principal, body: AdvantagesRequest) -> AdvantagesResponse:
         principal.require(Permission.DISTILL)
         params = parse_params(body.method, body.params)
-        self._check_size(body)
-        names: dict[str, set[str]] = {"teacher": set(), "pre": set(), "post": set()}
-        for group in body.groups:
-            for traj in group.trajectories:
-                if traj.logprobs is not None:
-                    for kind, seen in names.items():
-                        seen.update(_named(getattr(traj.logprobs, kind)))
+        self.check_size(body)
+        names = logprob_names(body)
         need = needs(body.method, params, names["teacher"], names["post"], names["pre"])
-        batch = self._batch(body, need)
+        batch = self.batch(body, need)
         result = compute(batch, body.method, params, need)
-        return self._response(body, resolved(params, need), batch, result)
+        return self.response(body, resolved(params, need), batch, result)
 
-    def _check_size(self, body: AdvantagesRequest) -> None:
+    def check_size(self, body: AdvantagesRequest) -> None:
         most_group = self.limits.max_advantage_group_size
         seen_groups: set[str] = set()
         seen_ids: set[str] = set()
@@ -204,7 +210,7 @@ class AdvantageService:
                 rule="max_advantage_tokens",
             )
 
-    def _batch(self, body: AdvantagesRequest, need: Needs) -> TokenBatch:
+    def batch(self, body: AdvantagesRequest, need: Needs) -> TokenBatch:
         wanted = [("teacher", n) for n in need.teachers] + [("post", n) for n in need.post]
         wanted += [("pre", n) for n in need.pre]
         groups = []
@@ -317,7 +323,7 @@ class AdvantageService:
         return steps
 
     @staticmethod
-    def _response(
+    def response(
         body: AdvantagesRequest, params: dict[str, Any], batch: TokenBatch, result: Result
     ) -> AdvantagesResponse:
         shaped = result.shaped

@@ -16,7 +16,8 @@ from service.app import create_app
 from service.auth import Principal
 from service.distill.contexts.schemas import TeacherSpec
 from tests.conftest import ADMIN_KEY, make_settings
-from tests.fixtures import create_namespace, drain, post_trajectory, step
+from tests.factories import step
+from tests.fixtures import create_namespace, drain, post_trajectory
 
 NS = "/v1/namespaces/lab"
 URL = f"{NS}/distill/contexts"

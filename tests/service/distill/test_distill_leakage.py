@@ -28,7 +28,8 @@ from store import evidence as evidence_repo
 from store import trajectories as trajectories_repo
 from store.embedding import Embedder, build_embedder
 from tests.conftest import ADMIN_KEY, make_settings
-from tests.fixtures import add_reflection, create_namespace, drain, post_trajectory, step
+from tests.factories import add_reflection, step
+from tests.fixtures import create_namespace, drain, post_trajectory
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 

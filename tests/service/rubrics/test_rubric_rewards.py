@@ -20,7 +20,8 @@ from reflectors.prompted.rubrics import rubric_content
 from service.app import create_app
 from store import llm_usage
 from tests.conftest import ADMIN_KEY, make_settings
-from tests.fixtures import add_reflection, create_namespace, drain, post_trajectory, step
+from tests.factories import add_reflection, step
+from tests.fixtures import create_namespace, drain, post_trajectory
 from tests.reflectors.openai_server import Answer, HttpError, ScriptedLLM, json_answer, serve_scripted_llm
 
 NS = "/v1/namespaces/lab"

@@ -24,7 +24,8 @@ from tokenizers import Tokenizer
 from migrations import upgrade
 from service.app import create_app
 from tests.conftest import ADMIN_KEY, make_settings
-from tests.fixtures import post_trajectory, step
+from tests.factories import step
+from tests.fixtures import post_trajectory
 from tests.service.distill.teacher.teacher_servers import TeacherServer, TinyLM, chat_text, serve, write_tokenizer
 
 NS = "lab"

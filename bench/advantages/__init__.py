@@ -1,0 +1,1 @@
+"""bench.advantages: shaped advantages and teacher scoring, over HTTP and in process."""

@@ -1,0 +1,5 @@
+import sys
+
+from bench.advantages.main import main
+
+sys.exit(main())

@@ -1,0 +1,249 @@
+"""bench.advantages' section of docs/benchmarks/advantages.md, and the summary it prints."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import fields
+from typing import TYPE_CHECKING
+
+from bench.advantages.inprocess import STAGE_LABELS, Stages
+from bench.advantages.workload import HORIZONS, OPD_NAME
+from bench.common.cpu import BUSY_OTHER_PCT
+from bench.common.latency import percentile
+
+if TYPE_CHECKING:
+    from bench.advantages.results import CaseResult, Report, TeacherResult
+
+
+def p50(values: Sequence[float]) -> float:
+    return percentile(list(values), 50)
+
+
+def _ms(seconds: float) -> str:
+    ms = 1000 * seconds
+    return f"{ms:,.1f}" if ms < 100 else f"{ms:,.0f}"
+
+
+def _spread(values: Sequence[float]) -> str:
+    return f"**{_ms(p50(values))}** ({_ms(min(values))}–{_ms(max(values))})"
+
+
+def _tokens(report: Report) -> int:
+    s = report.config["shape"]
+    return int(s["groups"] * s["group"] * s["tokens"])
+
+
+def http_p50(c: CaseResult) -> float:
+    return p50([h.seconds for h in c.http])
+
+
+def floor_p50(c: CaseResult) -> float:
+    return p50([f.total_s for f in c.floors])
+
+
+def numpy_p50(c: CaseResult) -> float:
+    return p50([f.numpy_s for f in c.floors])
+
+
+def _http_table(report: Report) -> list[str]:
+    s = report.config["shape"]
+    lines = [
+        "| method | trajectories × tokens | request MB | response MB | HTTP ms p50 (spread) | tokens/s | server CPU "
+        "| other CPU | in-process app ms | floor ms (numpy + orjson) | ours / floor |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for c in report.cases:
+        other = p50([h.cpu.other_pct for h in c.http])
+        busy = " ⚠" if other > BUSY_OTHER_PCT else ""
+        lines.append(
+            f"| {c.case.label}{busy} | {s['groups'] * s['group']} × {s['tokens']:,} | {c.request_bytes / 1e6:.1f} "
+            f"| {c.response_bytes / 1e6:.1f} | {_spread([h.seconds for h in c.http])} "
+            f"| {_tokens(report) / http_p50(c):,.0f} | {p50([h.cpu.server_pct for h in c.http]):.0f} % "
+            f"| {other:.0f} % | {_ms(p50(c.app_s))} | {_ms(floor_p50(c))} "
+            f"| {floor_p50(c) / http_p50(c):.0%} |"
+        )
+    return lines
+
+
+def _stages_table(report: Report) -> list[str]:
+    names = [f.name for f in fields(Stages)]
+    lines = [
+        "| method | " + " | ".join(STAGE_LABELS[n] for n in names) + " | sum | of it JSON + validation "
+        "| in-process app | HTTP | HTTP − app (uvicorn, loopback) |",
+        "|---|" + "---:|" * (len(names) + 5),
+    ]
+    for c in report.cases:
+        total = p50([st.total_s for st in c.stages])
+        app, http = p50(c.app_s), http_p50(c)
+        cells = " | ".join(_ms(p50([getattr(st, n) for st in c.stages])) for n in names)
+        lines.append(
+            f"| {c.case.label} | {cells} | **{_ms(total)}** | {p50([st.json_s / st.total_s for st in c.stages]):.0%} "
+            f"| {_ms(app)} | {_ms(http)} | {_ms(http - app)} |"
+        )
+    return lines
+
+
+def _floor_table(report: Report) -> list[str]:
+    lines = [
+        "| method | concat ms | needs + compute ms | numpy ms | orjson decode request ms | orjson encode answer ms "
+        "| JSON ms | floor ms | numpy tokens/s | HTTP ÷ numpy | HTTP ÷ floor | max abs(floor − server) |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for c in report.cases:
+        f = c.floors
+        http = http_p50(c)
+        lines.append(
+            f"| {c.case.label} | {_ms(p50([x.concat_s for x in f]))} | {_ms(p50([x.compute_s for x in f]))} "
+            f"| {_ms(numpy_p50(c))} | {_ms(p50([x.decode_s for x in f]))} | {_ms(p50([x.encode_s for x in f]))} "
+            f"| {_ms(p50([x.json_s for x in f]))} | {_ms(floor_p50(c))} | {_tokens(report) / numpy_p50(c):,.0f} "
+            f"| {http / numpy_p50(c):.1f}× | {http / floor_p50(c):.1f}× | {c.max_abs_diff:g} |"
+        )
+    return lines
+
+
+def teacher_numbers(t: TeacherResult) -> dict[str, float]:
+    ours = p50([r.seconds for r in t.runs]) * 1000
+    endpoint = p50([r.endpoint_ms for r in t.runs])
+    n = t.runs[0].items
+    return {
+        "ours_ms": ours,
+        "endpoint_ms": endpoint,
+        "overhead_ms": ours - endpoint,
+        "per_item_ms": (ours - endpoint) / n,
+        "ratio": ours / endpoint,
+        "direct_ms": p50([d.seconds for d in t.direct]) * 1000,
+    }
+
+
+def _teacher_table(report: Report) -> list[str]:
+    lines = [
+        "| contexts | items × continuation tokens | context tokens / item | scoring calls | ours ms p50 (spread) "
+        "| server total_ms | endpoint_ms | tokenize_ms | overhead ms (ours − endpoint) | overhead ms / item "
+        "| ours ÷ endpoint | direct to the endpoint ms | ours ÷ direct |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for t in report.teacher:
+        r0, n = t.runs[0], teacher_numbers(t)
+        lines.append(
+            f"| {t.contexts} | {r0.items} × {r0.scored_tokens // r0.items} | {r0.prompt_tokens / r0.items:,.0f} "
+            f"| {r0.requests} | {_spread([r.seconds for r in t.runs])} | {p50([r.total_ms for r in t.runs]):,.0f} "
+            f"| {n['endpoint_ms']:,.0f} | {p50([r.tokenize_ms for r in t.runs]):,.1f} | {n['overhead_ms']:,.0f} "
+            f"| {n['per_item_ms']:.2f} | {n['ratio']:.2f}× | {n['direct_ms']:,.0f} "
+            f"| {n['ours_ms'] / n['direct_ms']:.2f}× |"
+        )
+    return lines
+
+
+def verdicts(report: Report) -> list[str]:
+    cases = report.cases
+    rate = {c.case.label: _tokens(report) / http_p50(c) for c in cases}
+    slow, fast = min(rate, key=rate.__getitem__), max(rate, key=rate.__getitem__)
+    vs_numpy = [http_p50(c) / numpy_p50(c) for c in cases]
+    vs_floor = [http_p50(c) / floor_p50(c) for c in cases]
+    json_share = [p50([st.json_s / st.total_s for st in c.stages]) for c in cases]
+    compute_share = [p50([st.compute_s for st in c.stages]) / http_p50(c) for c in cases]
+    out = [
+        f"- Advantages, {_tokens(report):,} tokens per request: **{rate[slow]:,.0f} tokens/s** ({slow}) to "
+        f"**{rate[fast]:,.0f} tokens/s** ({fast}) over HTTP (p50 of {report.config['reps']}); the request takes "
+        f"**{min(vs_floor):.1f}–{max(vs_floor):.1f}× the floor** (numpy + orjson) and "
+        f"{min(vs_numpy):.0f}–{max(vs_numpy):.0f}× the numpy alone; the compute itself is "
+        f"{min(compute_share):.0%}–{max(compute_share):.0%} of the request, JSON parsing, validation and "
+        f"serialisation {min(json_share):.0%}–{max(json_share):.0%} of the server's in-process path.",
+    ]
+    for t in report.teacher:
+        n, r0 = teacher_numbers(t), t.runs[0]
+        out.append(
+            f"- Teacher scoring, {r0.items} items × {r0.scored_tokens // r0.items} tokens after {t.contexts} contexts: "
+            f"ours {n['ours_ms']:,.0f} ms against the endpoint's {n['endpoint_ms']:,.0f} ms: overhead "
+            f"**{n['overhead_ms']:,.0f} ms ({n['per_item_ms']:.2f} ms per item, {n['ratio']:.2f}× the endpoint's "
+            f"time)**; the same calls straight to the endpoint took {n['direct_ms']:,.0f} ms "
+            f"(ours {n['ours_ms'] / n['direct_ms']:.2f}×)."
+        )
+    return out
+
+
+def render_markdown(report: Report) -> str:
+    cfg, s, t = report.config, report.config["shape"], report.config["teacher"]
+    turn = -(-s["tokens"] // s["turns"])
+    lines = [
+        "## Shaped advantages and teacher scoring",
+        "",
+        f"Reproduce: `{report.command}` (this run took {report.wall_s / 60:.1f} min; `--quick` is 512 tokens per "
+        "trajectory and fewer repetitions, `--smoke` is seconds, for tests/bench).",
+        "",
+        report.machine.markdown(),
+        "- Server: `python -m uvicorn service.app:create_app --factory --no-access-log --log-level warning` (like "
+        "`reflexa serve`) on a fresh migrated SQLite database, its in-process worker off, the model-free embedder "
+        "(neither route embeds), and a teacher endpoint (below) in `REFLEXA_TEACHER__*` (openai_completions with "
+        "prompt_logprobs, its tokenizer file; batch, concurrency and retries at the defaults).",
+        f"- Batch (`bench/advantages/workload.py`): {s['groups']} groups of {s['group']} trajectories × "
+        f"{s['tokens']:,} tokens ({_tokens(report):,} tokens a request), each trajectory {s['turns']} turns of "
+        f"{turn} tokens whose last quarter is tool output (mask 0), so `token_steps` and `mask` go with every request; "
+        "0/1 rewards, mixed in every group; float32 log-probs sent as `tensor.tolist()` writes them. Teacher "
+        f"log-probs are the student's plus noise, horizons `{'`, `'.join(HORIZONS)}`, direct_opd one (post, pre) pair "
+        f"`{OPD_NAME}`; params: token_signal `clip` 1, `compress`, `discount` 0.99, or `entropy_threshold` 2 with "
+        "`teacher_entropy`; the other methods at their defaults.",
+        f"- Per method: one warm-up, then {cfg['reps']} repetitions, each running (order rotating) the HTTP request "
+        "(s = the body, encoded beforehand, sent -> the whole answer received), the server's stages in this process, "
+        "the whole app in this process, and the floor. CPU columns are % of one core over the request (2 cores = "
+        f"200 %), p50 over the repetitions; other = the machine minus the benchmark process and the server. ⚠: other "
+        "work above "
+        f"{BUSY_OTHER_PCT:.0f} % of a core.",
+        "",
+        "### POST /v1/distill/advantages",
+        "",
+        "tokens/s = the request's tokens (masked ones included) / its p50; floor = the numpy and orjson of the floor "
+        "table below; ours / floor = floor s / s.",
+        "",
+        *_http_table(report),
+        "",
+        "### Where the server's time goes (in process, ms p50)",
+        "",
+        "`bench/advantages/inprocess.py` runs the server's path on the same body in this process, stage by stage as "
+        "the app does: `json.loads` (what Starlette's `Request.json` does), the app-wide storable check "
+        "(`service.limits.storable.check_json`), the route's FastAPI body field (`AdvantagesRequest`, strict), "
+        "the service "
+        "(params, size checks, lists turned into checked arrays and concatenated; "
+        "`service.distill.signals.compute`; the "
+        "response objects), then the route's response field validating and dumping to JSON bytes as FastAPI does. "
+        "In-process app = the whole app (`create_app`, lifespan run: middleware, the key's lookup, the threadpool) "
+        "through httpx's ASGITransport, no uvicorn or socket; HTTP − app is what uvicorn and the loopback add.",
+        "",
+        *_stages_table(report),
+        "",
+        "### Raw floor (one process, no HTTP)",
+        "",
+        "The same batch as the trainer's arrays straight into `service.distill.signals` "
+        "(`concat`, `needs`, `compute`), and "
+        "the bare JSON of the same payload with orjson (decode the request body, encode the server's answer). "
+        "max abs(floor − server) compares the floor's advantages with the answer's (0: the same numbers to the bit).",
+        "",
+        *_floor_table(report),
+        "",
+        "### Teacher scoring (POST …/distill/teacher_logprobs)",
+        "",
+        "The teacher: `tests/service/distill/teacher/teacher_servers.py`'s tiny vLLM-protocol server "
+        "(a random 2-layer Llama, 64-token vocabulary, one CPU thread, one sequence at a time under a lock; "
+        "it answers every prompt "
+        f"position) in a process of its own (`bench/advantages/teacher.py`). A batch of {t['items']} items × "
+        f"{t['continuation']} continuation tokens (token ids) after {t['context']}-token contexts, as token ids, "
+        f"then as texts (tokenized by Reflexa with the teacher's tokenizer file, a BOS added); one warm-up, then "
+        f"{cfg['teacher_reps']} repetition{'s' if cfg['teacher_reps'] != 1 else ''}. Ours = the client's time for the "
+        "request; total_ms, endpoint_ms (wall "
+        "time with a scoring call in flight) and tokenize_ms are the answer's `timing`; direct = the same scoring "
+        "calls (the protocol's bodies, in batches of `teacher.max_batch`, `teacher.max_concurrency` in flight) sent "
+        "from this process straight to the endpoint, text contexts tokenized here. This endpoint is slow (CPU, "
+        "Python per position), so the ratio flatters us: the overhead in ms per item is what carries over to a GPU "
+        "teacher.",
+        "",
+        *_teacher_table(report),
+        "",
+        "### Against the issue",
+        "",
+        *verdicts(report),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def summary(report: Report) -> str:
+    return "\n".join(["bench.advantages:", *verdicts(report)])

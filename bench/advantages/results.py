@@ -1,0 +1,49 @@
+"""What bench.advantages measured: one result per case and teacher run, and the report
+that main fills in and report renders (neither imports the other's module)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from bench.advantages.inprocess import Floor, Stages
+from bench.advantages.teacher import DirectRun, TeacherRun
+from bench.advantages.workload import Case
+from bench.common.cpu import CpuUse
+from bench.common.machine import MachineFacts
+
+
+@dataclass
+class HttpRun:
+    seconds: float
+    cpu: CpuUse
+
+
+@dataclass
+class CaseResult:
+    case: Case
+    request_bytes: int
+    response_bytes: int
+    http: list[HttpRun] = field(default_factory=list)
+    stages: list[Stages] = field(default_factory=list)
+    app_s: list[float] = field(default_factory=list)
+    floors: list[Floor] = field(default_factory=list)
+    max_abs_diff: float = 0.0  # floor's advantages against the server's
+
+
+@dataclass
+class TeacherResult:
+    contexts: str
+    runs: list[TeacherRun] = field(default_factory=list)
+    direct: list[DirectRun] = field(default_factory=list)
+
+
+@dataclass
+class Report:
+    command: str
+    small: bool
+    config: dict[str, Any]
+    machine: MachineFacts
+    cases: list[CaseResult] = field(default_factory=list)
+    teacher: list[TeacherResult] = field(default_factory=list)
+    wall_s: float = 0.0

@@ -1,0 +1,1 @@
+"""bench.distill: teacher contexts and dataset export, over HTTP and their raw floors."""

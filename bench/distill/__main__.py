@@ -1,0 +1,5 @@
+import sys
+
+from bench.distill.main import main
+
+sys.exit(main())

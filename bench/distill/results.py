@@ -1,0 +1,48 @@
+"""What bench.distill measured per backend, and the report that main fills in and
+report renders (neither imports the other's module)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from bench.common.machine import MachineFacts
+from bench.distill.floor import ContextsFloorRun, ExportFloorRun
+from bench.distill.http_runs import ContextsRun, ExportRun, SnapshotRun
+from bench.reflect.drain import DrainResult
+
+
+@dataclass
+class Ingested:
+    trajectories: int = 0
+    steps: int = 0
+    seconds: float = 0.0
+
+
+@dataclass
+class BackendResult:
+    backend: str
+    background: Ingested
+    rollouts: Ingested
+    drain: DrainResult
+    snapshot: SnapshotRun
+    floor_load_s: float
+    floor_vectors: int
+    warm: ContextsRun
+    contexts: list[ContextsRun]
+    floors: list[ContextsFloorRun]
+    repeat: ContextsRun
+    repeat_floor: ContextsFloorRun
+    exports: list[ExportRun] = field(default_factory=list)
+    export_floors: dict[str, ExportFloorRun] = field(default_factory=dict)
+    server_rss_mb: float = float("nan")
+
+
+@dataclass
+class Report:
+    command: str
+    small: bool
+    config: dict[str, Any]
+    machine: MachineFacts
+    results: list[BackendResult]
+    wall_s: float = 0.0

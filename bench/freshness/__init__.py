@@ -1,0 +1,1 @@
+"""bench.freshness: ingest to searchable on `reflexa serve` defaults."""

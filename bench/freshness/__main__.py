@@ -1,0 +1,5 @@
+import sys
+
+from bench.freshness.main import main
+
+sys.exit(main())

@@ -1,0 +1,1 @@
+"""bench.ingest: trajectories and steps written over HTTP, against the raw SQL floor."""

@@ -1,0 +1,5 @@
+import sys
+
+from bench.ingest.main import main
+
+sys.exit(main())

@@ -1,0 +1,5 @@
+import sys
+
+from bench.reflect.main import main
+
+sys.exit(main())

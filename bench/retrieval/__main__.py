@@ -1,0 +1,5 @@
+import sys
+
+from bench.retrieval.main import main
+
+sys.exit(main())

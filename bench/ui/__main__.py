@@ -1,0 +1,5 @@
+import sys
+
+from bench.ui.main import main
+
+sys.exit(main())

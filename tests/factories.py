@@ -1,0 +1,192 @@
+"""Factories: the data of a Reflexa store, built through the real code paths, for the
+tests and the benchmarks alike.
+
+Why here (tests/factories.py) and not under bench/: tests/ is where the architecture
+puts its factories, the benchmarks already run from a checkout that holds tests/
+(bench.advantages serves the teacher tests' tiny LLM server), and nothing here needs
+a benchmark. Everything writes through the server's own functions: request bodies
+the API accepts, rows through `store` (`create_trajectories`, `create_reflection`,
+`update_embeddings`, `create_changes`), reflections as the reflectors' own builders
+make them (`exemplar_draft`: `reflectors.exemplars.build_exemplars`).
+
+Request bodies (for a TestClient, tests/fixtures.py, or httpx against a server):
+
+    step("a kitchen", "boil water")                    # one step body
+    trajectory("t1", steps=[step()], success=True)     # a trajectory body, closed
+
+In the store (a `Database` on the `database_url` fixture, no HTTP):
+
+    db = make_db(database_url, "mem")                  # with the namespace rows
+    with db.write() as s:
+        pk = add_trajectory(s, "mem", "t1", success=True)
+        row = add_reflection(s, "mem", "ex1")
+        add_vectors(s, row, "model", state=unit(1, 0, 0, 0))   # stored and on the index feed
+
+Reflections as a reflector builds them (bench.retrieval.populate, bench.ui.fill):
+
+    draft, texts = exemplar_draft("mem", step_row(0, observation="a kitchen", action="boil water"))
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+from sqlalchemy.orm import Session
+
+from domain.hashing import task_hash
+from domain.reflections import ReflectionDraft
+from domain.settings import NamespaceSettings
+from reflectors.exemplars import build_exemplars
+from store import embeddings as embeddings_repo
+from store import index_feed
+from store import reflections as reflections_repo
+from store import trajectories as trajectories_repo
+from store.database import Database
+from store.models import Namespace, Reflection, utcnow
+
+# -- request bodies ---------------------------------------------------------------
+
+
+def step(observation: str = "o", action: Any = "a", **fields: Any) -> dict[str, Any]:
+    """A valid step body: the state's observation, the action, any other step field."""
+    return {"state": {"observation": observation}, "action": action, **fields}
+
+
+def trajectory(
+    id: str | None = None,
+    *,
+    task: str = "t",
+    steps: Iterable[dict[str, Any]] | None = None,
+    success: bool | None = None,
+    **fields: Any,
+) -> dict[str, Any]:
+    """A valid trajectory body. `success` closes it with that outcome (an explicit
+    `outcome=` wins); other fields (environment, group_id, metadata, …) pass through."""
+    body: dict[str, Any] = {} if id is None else {"id": id}
+    body["task"] = task
+    if steps is not None:
+        body["steps"] = list(steps)
+    if success is not None:
+        body["outcome"] = {"success": success}
+    body.update(fields)
+    return body
+
+
+# -- in the store -----------------------------------------------------------------
+
+
+def make_db(database_url: str, *namespaces: str) -> Database:
+    """A Database on the URL with these namespaces created (empty settings). The
+    caller disposes it."""
+    db = Database(database_url)
+    with db.write() as session:
+        for name in namespaces:
+            session.add(Namespace(name=name, settings={}, created_at=utcnow()))
+    return db
+
+
+def add_trajectory(
+    session: Session,
+    namespace: str,
+    id: str,
+    *,
+    task: str = "t",
+    success: bool | None = None,
+    **columns: Any,
+) -> int:
+    """Insert a trajectory row (closed when `success` is given); returns its pk."""
+    row: dict[str, Any] = {
+        "namespace": namespace,
+        "id": id,
+        "task": task,
+        "task_hash": task_hash(task),
+        "request_hash": "0" * 64,
+        "status": "open" if success is None else "closed",
+        "success": success,
+        "closed_at": None if success is None else utcnow(),
+        **columns,
+    }
+    return trajectories_repo.create_trajectories(session, [row])[id]
+
+
+def add_reflection(
+    session: Session,
+    namespace: str,
+    id: str,
+    *,
+    kind: str = "exemplar",
+    content: dict[str, Any] | None = None,
+    actor: str = "test",
+    **columns: Any,
+) -> Reflection:
+    """Insert a reflection (and its "create" version) through the store."""
+    values: dict[str, Any] = {
+        "namespace": namespace,
+        "id": id,
+        "kind": kind,
+        "content": {"id": id} if content is None else content,
+        "text": f"text of {id}",
+        "reflector": "test",
+        "reflector_version": "1",
+        **columns,
+    }
+    return reflections_repo.create_reflection(session, values, actor)
+
+
+def unit(*components: float) -> np.ndarray:
+    """The L2-normalised float32 vector of these components."""
+    v = np.array(components, dtype=np.float32)
+    return v / np.linalg.norm(v)  # type: ignore[no-any-return]
+
+
+def add_vectors(session: Session, row: Reflection, model: str, **vectors: np.ndarray) -> None:
+    """Store the row's vectors (field=vector) of this model and put an upsert on the
+    index feed, as the embedding reflector does."""
+    index_feed.lock_feed(session, row.namespace)
+    embeddings_repo.update_embeddings(
+        session, reflection_pk=row.pk, namespace=row.namespace, kind=row.kind, model=model, vectors=vectors
+    )
+    index_feed.create_changes(session, row.namespace, [(row.kind, row.pk, "upsert")])
+
+
+# -- as the reflectors read and build them -------------------------------------------
+
+STEP_DEFAULTS: dict[str, Any] = {
+    "observation": "o",
+    "state_data": None,
+    "internal_state": None,
+    "action": "a",
+    "result": None,
+    "reward": None,
+    "caused_failure": False,
+    "truncated": False,
+}
+
+
+def step_row(index: int, **columns: Any) -> SimpleNamespace:
+    """A step as a stored `Step` row reads to the reflectors' builders (the columns
+    they use), without a database."""
+    return SimpleNamespace(index=index, **{**STEP_DEFAULTS, **columns})
+
+
+def trajectory_row(namespace: str, **columns: Any) -> SimpleNamespace:
+    """A trajectory as a stored `Trajectory` row reads to the reflectors' builders."""
+    defaults = {"pk": 0, "id": "t", "environment": None, "task": None, "success": None, "reward": None}
+    return SimpleNamespace(namespace=namespace, **{**defaults, **columns})
+
+
+def exemplar_draft(
+    namespace: str,
+    step: SimpleNamespace,
+    *,
+    trajectory: SimpleNamespace | None = None,
+    settings: NamespaceSettings | None = None,
+) -> tuple[ReflectionDraft, dict[str, str]]:
+    """The exemplar the exemplar reflector builds from this one step (its id, content,
+    text, status) and the texts its vectors encode (field -> text)."""
+    traj = trajectory or trajectory_row(namespace)
+    (exemplar,) = build_exemplars(traj, [step], settings or NamespaceSettings())  # type: ignore[arg-type]
+    return exemplar.draft, exemplar.texts

@@ -172,20 +172,7 @@ def create_snapshot(
     ev, t = ReflectionEvidence, Trajectory
     session.execute(
         insert(SnapshotEvidence).from_select(
-            [
-                "snapshot_pk",
-                "reflection_pk",
-                "trajectory_pk",
-                "trajectory_id",
-                "task_hash",
-                "agent",
-                "policy_version",
-                "group_id",
-                "step_start",
-                "step_end",
-                "success",
-                "value",
-            ],
+            ["snapshot_pk", *EVIDENCE_VIEW_COLUMNS],  # the copy holds what the view shows
             select(
                 spk,
                 ev.reflection_pk,

@@ -139,7 +139,8 @@ def response(scored: Scored) -> OpenRLHFResponse:
 
 def score(rubrics: RubricService, secret: str, body: OpenRLHFRequest) -> OpenRLHFResponse:
     """The route: the capability's rubric on each query (no judged criterion is
-    skipped: without an LLM for them, the answer is a 503 and OpenRLHF's retries fail loudly)."""
+    skipped: without an LLM for them, the answer is a 503 — a refusal, never a partial
+    reward; OpenRLHF retries it, then logs it at info and leaves the sample unrewarded)."""
     ns, rubric_id = rubrics.capabilities.resolve(secret)
     rubrics.checker.batch_size(len(body.query), "query", rubrics.checker.limits.max_batch_trajectories)
     return response(rubrics.score_items(ns, rubric_id, items(body), snapshot=None, skip_judged=False))

@@ -17,8 +17,13 @@ its JSON text (sorted keys, `", "` and `": "` separators — the same on every
 engine). JSON checks read an object as itself and parse a string: the whole
 string, else its last ```json fenced block, else the span from its first `{` (or
 `[`) to its last `}` (or `]`). numeric reads the number at `path` (a number, or a
-string that parses as one), else the whole text as a number, else the last number
-in the text (`1,234.5` counts as 1234.5). tool_called counts the tool calls
+string that parses as one), else the text's stated answer (`answer_number`: its
+last `\\boxed{…}`, else its last final-answer line — `#### 72`, `The answer is 72`,
+`The final answer is 72`, `Final answer: 72` — and no number when that answer holds
+none), else the whole text as a number, else the last number in the text
+(`1,234.5` counts as 1234.5). A `{{label}}` bound is read by `label_number`: a
+number, or a text that is a number or states one (boxed, final-answer line) —
+never the last number of a worked solution. tool_called counts the tool calls
 naming `tool` over all steps: an action object's `tool` or `name` or
 `function.name`, or each entry of its `tool_calls` (OpenAI style, `function.name`
 or `name`); a string action that is a JSON object is read as one. max_steps counts
@@ -41,6 +46,10 @@ _NUMBER = re.compile(r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?")
 _THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
 _WHOLE = re.compile(r"^[-+]?\d+$")
 _FENCED_JSON = re.compile(r"```(?:json)?\s*\n(.*?)```", re.DOTALL)
+_BOXED = re.compile(r"\\boxed\s*\{")
+# A final-answer line: GSM8K's "#### 72", "The (final) answer is 72", "Final answer: 72"
+# (case-insensitive; markdown emphasis and a colon may sit between the words and the number).
+_FINAL_ANSWER = re.compile(r"####|\bthe\s+(?:final\s+)?answer\s+is\b|\bfinal\s+answer\s*:", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -140,6 +149,60 @@ def number_in_text(text: str) -> float | None:
         return whole
     found = _NUMBER.findall(_THOUSANDS.sub("", text))
     return to_number(found[-1]) if found else None
+
+
+def boxed(text: str) -> str | None:
+    """The content of the text's last `\\boxed{…}` (braces balanced), None without one."""
+    found = None
+    for match in _BOXED.finditer(text):
+        depth, start = 1, match.end()
+        for i in range(start, len(text)):
+            if text[i] == "{":
+                depth += 1
+            elif text[i] == "}":
+                depth -= 1
+                if depth == 0:
+                    found = text[start:i]
+                    break
+    return found
+
+
+def _numbers(text: str) -> list[str]:
+    return _NUMBER.findall(_THOUSANDS.sub("", text))
+
+
+def stated_number(text: str) -> tuple[bool, float | None]:
+    """(whether the text states an answer, its number): its last `\\boxed{…}`, whose
+    number is the one it holds (none unless exactly one), else the line after its last
+    final-answer marker (see `_FINAL_ANSWER`), whose number is the first on it."""
+    inside = boxed(text)
+    if inside is not None:
+        found = _numbers(inside)
+        return True, to_number(found[0]) if len(found) == 1 else None
+    markers = list(_FINAL_ANSWER.finditer(text))
+    if not markers:
+        return False, None
+    found = _numbers(text[markers[-1].end() :].split("\n", 1)[0])
+    return True, to_number(found[0]) if found else None
+
+
+def answer_number(text: str) -> float | None:
+    """The number a text answers with: its stated answer's (`stated_number`; none when it
+    states one without a number), else the whole text as a number, else its last number."""
+    stated, number = stated_number(text)
+    return number if stated else number_in_text(text)
+
+
+def label_number(label: Any) -> float | None:
+    """A label as a number: a number, a numeric string, or a text stating its answer
+    (`\\boxed{72}`, GSM8K's `#### 72`, `The answer is 72`); None otherwise (a worked
+    solution without a final-answer line, an object, a word)."""
+    if isinstance(label, str):
+        whole = to_number(label)
+        if whole is not None:
+            return whole
+        return stated_number(label)[1]
+    return to_number(label)
 
 
 def _whole(value: Any) -> int | None:
@@ -307,8 +370,8 @@ def _numeric(check: Mapping[str, Any], values: list[Any], label: Any) -> RuleRes
     bounds: dict[str, float | None] = {}
     for name in ("value", "min", "max"):
         raw = check[name]
-        if raw == LABEL:
-            number = to_number(label) if label is not MISSING else None
+        if raw == LABEL:  # (the service refuses a missing or non-numeric label before scoring)
+            number = label_number(label) if label is not MISSING else None
             if number is None:
                 why = "no label was given" if label is MISSING else f"the label {_shown(label)} is not a number"
                 return RuleResult(False, why)
@@ -322,7 +385,7 @@ def _numeric(check: Mapping[str, Any], values: list[Any], label: Any) -> RuleRes
             found, got = resolve(document, check["tokens"]) if ok else (False, None)
             number = to_number(got) if found else None
         else:
-            number = number_in_text(as_text(value))
+            number = answer_number(as_text(value))
         if number is not None:
             numbers.append(number)
     where = check["scope"] + (f" {check['path']}" if check["path"] else "")

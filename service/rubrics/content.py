@@ -349,6 +349,16 @@ def needs_label(criteria: Sequence[Criterion]) -> Criterion | None:
     return None
 
 
+def reads_label_as_number(criteria: Sequence[Criterion]) -> Criterion | None:
+    """The first numeric criterion whose `value`, `min` or `max` is the `{{label}}`
+    placeholder (its label must then read as a number; None: none is)."""
+    for c in criteria:
+        check = c.check if c.check is not None and c.check["type"] == "numeric" else None
+        if check is not None and any(check[name] == LABEL for name in ("value", "min", "max")):
+            return c
+    return None
+
+
 def label_text(label: Any) -> str:
     """A label as the text the placeholder becomes: a string as it is, anything else as JSON."""
     return label if isinstance(label, str) else json.dumps(label, ensure_ascii=False, sort_keys=True)

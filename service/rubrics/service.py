@@ -30,8 +30,17 @@ from service.limits.checks import LimitChecker
 from service.namespaces.service import NamespaceService
 from service.rubrics import repository as repo
 from service.rubrics.capabilities import CapabilityService
-from service.rubrics.checks import MISSING, Episode, StepView
-from service.rubrics.content import KIND, Criterion, needs_label, parse_criteria, rubric_text, stage_name
+from service.rubrics.checks import MISSING, Episode, StepView, label_number
+from service.rubrics.content import (
+    KIND,
+    Criterion,
+    label_text,
+    needs_label,
+    parse_criteria,
+    reads_label_as_number,
+    rubric_text,
+    stage_name,
+)
 from service.rubrics.schemas import (
     CriterionCreate,
     CriterionRead,
@@ -263,6 +272,19 @@ class RubricService:
                         f"give {item.label_field} (the ground truth)",
                         field=item.label_field,
                         rule="label_required",
+                    )
+        numeric = reads_label_as_number(criteria)
+        if numeric is not None:
+            for item, episode in zip(items, episodes, strict=True):
+                if label_number(episode.label) is None:
+                    shown = label_text(episode.label)
+                    shown = shown if len(shown) <= 80 else shown[:80] + "…"
+                    raise InvalidInput(
+                        f"criterion {numeric.id!r} of rubric {rubric_id!r} compares a number with {{{{label}}}}, "
+                        f"and {item.label_field} {shown!r} is not one: give a number, a numeric string, or a text "
+                        "stating its answer (\\boxed{72}, '#### 72', 'The answer is 72', 'Final answer: 72')",
+                        field=item.label_field,
+                        rule="label_not_numeric",
                     )
         verdicts = self._judge(ns, criteria, episodes, skip_judged)
         scores = [score_episode(criteria, e, v, skipped=SKIPPED) for e, v in zip(episodes, verdicts, strict=True)]

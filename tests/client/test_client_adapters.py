@@ -10,16 +10,29 @@ verl/experimental/reward_loop/reward_manager/naive.py (volcengine/verl@b178a3cd,
 extra_info=)` (the reward loop adds reward_router_address and
 reward_model_tokenizer; the batch manager `compute_score(data_sources=,
 solution_strs=, ground_truths=, extra_infos=)`) and read `result["score"]`.
-TRL: trl/trainer/grpo_trainer.py (1.16), GRPOTrainer._calculate_rewards.
+TRL: trl/trainer/grpo_trainer.py (1.16), GRPOTrainer._calculate_rewards; the check
+TRL before 1.16 makes (huggingface/trl tags v1.0.0–v1.9.0, grpo_trainer.py
+`_calculate_rewards`: `elif inspect.iscoroutinefunction(reward_func):`, and
+`asyncio.iscoroutinefunction` in v0.27.0–v0.29.0; 1.16 asks
+trl.trainer.utils.is_async_callable, which also looks at `__call__`).
+verl's reward_kwargs: verl/trainer/ppo/reward.py (verl 0.9.1), get_custom_reward_fn
+wraps the function so that `custom_reward_function.reward_kwargs` are merged into
+every call's keyword arguments, taking precedence (`_call_with_kwargs`).
+OpenRLHF: openrlhf/utils/agent.py (OpenRLHF/OpenRLHF@3c3be6234e0c),
+SingleTurnAgentExecutor loads a `--remote_rm_url` ending in .py with
+`importlib.util.spec_from_file_location("reward_func", path)` and calls its
+`reward_func(queries, prompts, labels)` through `asyncio.to_thread`, one sample a call.
 """
 
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import inspect
+import logging
 import pickle
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +67,33 @@ TOOL_RUBRIC = {
 }
 
 
+GSM_RUBRIC = {
+    "name": "grade-school math",
+    "criteria": [
+        {
+            "id": "correct",
+            "text": "The final answer is the right number.",
+            "weight": 3,
+            "check": {"type": "numeric", "op": "eq", "value": "{{label}}"},
+        },
+        {
+            "id": "no_sorry",
+            "text": "Does not apologise.",
+            "weight": 1,
+            "check": {"type": "not_contains", "text": "sorry", "case_sensitive": False},
+        },
+    ],
+}
+GSM8K_ANSWER = (  # the raw gsm8k dataset's `answer` column: a worked solution ending in "#### 72"
+    "Natalia sold 48/2 = <<48/2=24>>24 clips in May.\n"
+    "Natalia sold 48+24 = <<48+24=72>>72 clips altogether in April and May.\n#### 72"
+)
+GSM8K_QUESTION = (
+    "Natalia sold clips to 48 of her friends in April, and then she sold half as many clips in May. "
+    "How many clips did Natalia sell altogether in April and May?"
+)
+
+
 def unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:10]}"
 
@@ -70,6 +110,7 @@ def namespace(admin: Client) -> str:
     admin.create_namespace(name)
     admin.create_rubric(name, "arith", RUBRIC["name"], RUBRIC["criteria"])
     admin.create_rubric(name, "tools", TOOL_RUBRIC["name"], TOOL_RUBRIC["criteria"])
+    admin.create_rubric(name, "gsm", GSM_RUBRIC["name"], GSM_RUBRIC["criteria"])
     return name
 
 
@@ -237,6 +278,58 @@ def test_verl_compute_score_against_the_server(env: str) -> None:
     assert configured("src", call, "nothing")["rubric/calc"] == 1.0
 
 
+def verl_call(raw_fn: Callable[..., Any], reward_kwargs: dict[str, Any], **call_kwargs: Any) -> Any:
+    """How verl calls a custom reward function (verl/trainer/ppo/reward.py, get_custom_reward_fn):
+    the call's keyword arguments with custom_reward_function.reward_kwargs merged over them."""
+    return raw_fn(**{**call_kwargs, **reward_kwargs})
+
+
+def test_verl_reward_kwargs_configure_the_call(env: str, live_server: Any) -> None:
+    call = '{"tool_calls": [{"function": {"name": "calc", "arguments": "6*7"}}]}'
+    sample = {"data_source": "src", "solution_str": call, "ground_truth": "42", "extra_info": {"question": "6*7?"}}
+    # The environment says REFLEXA_RUBRIC=arith; reward_kwargs choose the rubric (and namespace) instead.
+    assert set(verl_call(adapters.compute_score, {}, **sample)) == {"score", "rubric/correct", "rubric/no_sorry"}
+    result = verl_call(adapters.compute_score, {"rubric": "tools", "namespace": env}, **sample)
+    assert set(result) == {"score", "rubric/calc", "rubric/correct"} and result["rubric/calc"] == 1.0
+    # The reward loop's own keyword arguments are still accepted (and ignored).
+    more = {**sample, "reward_router_address": None, "reward_model_tokenizer": None}
+    assert "rubric/calc" in verl_call(adapters.compute_score, {"rubric": "tools"}, **more)
+    batch = verl_call(
+        adapters.compute_score_batch,
+        {"rubric": "gsm"},
+        data_sources=["a", "b"],
+        solution_strs=[r"\boxed{72}", "71"],
+        ground_truths=[GSM8K_ANSWER, GSM8K_ANSWER],
+        extra_infos=[{}, {}],
+    )
+    assert [r["score"] for r in batch] == [1.0, 0.25]
+    # A configured adapter takes them too; without REFLEXA_RUBRIC in the environment as well.
+    configured = adapters.verl_compute_score(rubric="arith", base_url=live_server.url)
+    assert "rubric/calc" in verl_call(configured, {"rubric": "tools"}, **sample)
+    # Unknown keyword arguments are refused by name, never swallowed.
+    for fn in (adapters.compute_score, configured):
+        with pytest.raises(TypeError, match=r"'rubirc'.*accepts rubric, namespace"):
+            verl_call(fn, {"rubirc": "tools"}, **sample)
+    with pytest.raises(TypeError, match=r"'namespce', 'rubirc'"):
+        verl_call(
+            adapters.compute_score_batch,
+            {"rubirc": "x", "namespce": "y"},
+            data_sources=[],
+            solution_strs=[],
+            ground_truths=[],
+        )
+
+
+def test_verl_refusals_raise_with_the_servers_message(env: str, caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING, logger="reflexa.adapters"), pytest.raises(errors.InvalidInput) as refused:
+        adapters.compute_score("src", "42", "forty-two", None, rubric="gsm")
+    assert (refused.value.field, refused.value.rule) == ("items[0].label", "label_not_numeric")
+    assert "forty-two" in str(refused.value) and "rule=label_not_numeric" in str(refused.value)
+    assert not isinstance(refused.value, TimeoutError)  # verl's NaiveRewardManager turns a TimeoutError into 0.0
+    [record] = [r for r in caplog.records if r.name == "reflexa.adapters"]
+    assert record.levelno == logging.WARNING and "label_not_numeric" in record.getMessage()
+
+
 def test_verl_needs_a_rubric(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("REFLEXA_RUBRIC", raising=False)
     with pytest.raises(ValueError, match="REFLEXA_RUBRIC"):
@@ -292,7 +385,10 @@ def test_trl_reward_func_plain_and_conversational(env: str) -> None:
 
 def test_trl_async_reward_func(env: str) -> None:
     func = adapters.trl_async_reward_func()
-    assert inspect.iscoroutinefunction(func.__call__)  # what TRL's is_async_callable looks at
+    # What TRL before 1.16 checks (inspect.iscoroutinefunction; asyncio's in 0.27-0.29) — a
+    # callable instance with an async __call__ fails it and is then called as a sync function.
+    assert inspect.iscoroutinefunction(func) and asyncio.iscoroutinefunction(func)
+    assert func.__name__ == "reflexa_arith"
     kwargs = trl_kwargs(ground_truth=[42, 42])
     kwargs.pop("_logged")
 
@@ -302,6 +398,32 @@ def test_trl_async_reward_func(env: str) -> None:
 
     assert asyncio.run(twice()) == [[1.0, 0.25], [1.0]]
     assert asyncio.run(func(prompts=["q"], completions=["42"], ground_truth=[42])) == [1.0]  # another event loop
+
+
+def test_trl_reads_gsm8ks_answer_column(env: str) -> None:
+    """The raw gsm8k dataset: the `answer` column is a worked solution ending in "#### 72"."""
+    completions = [r"48 + 24 = 72, so \boxed{72}", "The answer is 72.", "Sorry, 71", r"\boxed{70}"]
+    kwargs = trl_kwargs(answer=[GSM8K_ANSWER] * 4)
+    kwargs.pop("_logged")
+    expected = [1.0, 1.0, 0.0, 0.25]
+    assert adapters.trl_reward_func(rubric="gsm")(prompts=[GSM8K_QUESTION] * 4, completions=completions, **kwargs) == (
+        expected
+    )
+    func = adapters.trl_async_reward_func(rubric="gsm")
+    assert asyncio.run(func(prompts=[GSM8K_QUESTION] * 4, completions=completions, **kwargs)) == expected
+
+
+def test_trl_refusals_raise_with_the_servers_message(env: str, caplog: pytest.LogCaptureFixture) -> None:
+    kwargs = trl_kwargs(answer=[72] * 300)
+    kwargs.pop("_logged")
+    kwargs["answer"][260] = "Natalia sold 3 clips"  # no final answer: not a number (in the second request)
+    sync = adapters.trl_reward_func(rubric="gsm")
+    with caplog.at_level(logging.WARNING, logger="reflexa.adapters"), pytest.raises(errors.InvalidInput) as refused:
+        sync(prompts=["q"] * 300, completions=["72"] * 300, **kwargs)
+    assert (refused.value.field, refused.value.rule) == ("items[260].label", "label_not_numeric")
+    assert "field=items[260].label | rule=label_not_numeric" in caplog.text
+    with pytest.raises(errors.InvalidInput, match="label_not_numeric"):
+        asyncio.run(adapters.trl_async_reward_func(rubric="gsm")(prompts=["q"], completions=["72"], answer=["seven"]))
 
 
 def tiny_model_and_tokenizer() -> tuple[Any, Any]:
@@ -399,3 +521,119 @@ def test_grpo_trainer_trains_two_steps_with_reflexa_rewards(env: str, tmp_path: 
         assert entry["rewards/reflexa_sync/mean"] == pytest.approx(entry["rewards/reflexa_async/mean"])
         assert 0.0 <= entry["rewards/reflexa_sync/mean"] <= 1.0
         assert "rubric/correct" in entry and "rubric/no_sorry" in entry  # logged through TRL's log_metric
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+def test_grpo_calculate_rewards_before_and_since_trl_1_16(
+    env: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """TRL 1.16's own reward-calling code (GRPOTrainer._calculate_rewards), on a tiny random
+    model, with the gsm8k columns; then with the check TRL before 1.16 makes
+    (`inspect.iscoroutinefunction(reward_func)`) in place of 1.16's is_async_callable."""
+    torch = pytest.importorskip("torch")
+    from datasets import Dataset
+    from trl import GRPOConfig, GRPOTrainer
+    from trl.trainer import grpo_trainer
+
+    torch.manual_seed(0)
+    model, tokenizer = tiny_model_and_tokenizer()
+    dataset = Dataset.from_dict({"prompt": [GSM8K_QUESTION] * 2, "answer": [GSM8K_ANSWER] * 2})
+    args = GRPOConfig(
+        output_dir=str(tmp_path / "grpo"),
+        per_device_train_batch_size=2,
+        num_generations=2,
+        max_completion_length=4,
+        report_to=[],
+        use_cpu=True,
+        bf16=False,
+    )
+
+    def rewards() -> list[list[float]]:
+        trainer = GRPOTrainer(
+            model=model,
+            reward_funcs=[adapters.trl_reward_func(rubric="gsm"), adapters.trl_async_reward_func(rubric="gsm")],
+            args=args,
+            train_dataset=dataset,
+            processing_class=tokenizer,
+        )
+        completions = [r"so \boxed{72}", "Sorry, 71"]
+        inputs = [{"prompt": GSM8K_QUESTION, "answer": GSM8K_ANSWER}] * 2
+        return trainer._calculate_rewards(inputs, [GSM8K_QUESTION] * 2, completions, [[1], [2]]).tolist()
+
+    assert rewards() == [[1.0, 1.0], [0.0, 0.0]]
+    monkeypatch.setattr(grpo_trainer, "is_async_callable", inspect.iscoroutinefunction)  # TRL < 1.16
+    assert rewards() == [[1.0, 1.0], [0.0, 0.0]]
+    # The instance form is what TRL < 1.16 cannot await: it is called as a sync function.
+    assert not inspect.iscoroutinefunction(adapters.AsyncTRLRewardFunc(rubric="gsm"))
+
+
+# -- OpenRLHF (--remote_rm_url /path/to/reflexa/integrations/openrlhf_reward.py) ----------------
+
+
+def load_openrlhf_reward_func() -> Callable[..., dict[str, Any]]:
+    """Loaded as OpenRLHF loads a .py reward file: by path, as a module named reward_func."""
+    from reflexa.integrations import openrlhf_reward
+
+    spec = importlib.util.spec_from_file_location("reward_func", openrlhf_reward.__file__)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.reward_func  # type: ignore[no-any-return]
+
+
+def in_a_thread(fn: Callable[..., Any], *args: Any) -> Any:
+    """OpenRLHF runs reward_func through asyncio.to_thread."""
+    return asyncio.run(asyncio.to_thread(fn, *args))
+
+
+def test_openrlhf_reward_func_file(
+    admin: Client, namespace: str, live_server: Any, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    cap = admin.create_reward_capability(namespace, "gsm", note="openrlhf file")
+    monkeypatch.setenv("REFLEXA_URL", live_server.url)
+    monkeypatch.setenv("REFLEXA_REWARD_CAPABILITY", cap.secret)
+    monkeypatch.delenv("REFLEXA_API_KEY", raising=False)
+    reward_func = load_openrlhf_reward_func()
+    prompt = "<|im_start|>user\n" + GSM8K_QUESTION + "<|im_end|>\n<|im_start|>assistant\n"
+
+    result = in_a_thread(reward_func, [prompt + r"48 + 24 = \boxed{72}<|im_end|>"], [prompt], [GSM8K_ANSWER])
+    assert result == {
+        "rewards": [1.0],
+        "scores": [1.0],
+        "extra_logs": {"rubric/correct": [1.0], "rubric/no_sorry": [1.0]},
+    }
+    # The prompt cut from the left by OpenRLHF: located by its suffix, the prompt's numbers not read.
+    result = in_a_thread(reward_func, [prompt[60:] + "I don't know<|im_end|>"], [prompt], [GSM8K_ANSWER])
+    assert result["rewards"] == [0.25]
+    # The capability as a path or a URL works too; a batch of several.
+    monkeypatch.setenv("REFLEXA_REWARD_CAPABILITY", live_server.url + cap.path)
+    monkeypatch.setenv("REFLEXA_URL", "http://127.0.0.1:9")  # not used: the URL names the server
+    result = reward_func([prompt + "72", prompt + "Sorry, 70"], [prompt, prompt], ["72", "#### 72"])
+    assert result["rewards"] == [1.0, 0.0]
+
+    # Refusals: the server's message, field and rule, raised and logged at WARNING; never the secret.
+    monkeypatch.setenv("REFLEXA_REWARD_CAPABILITY", cap.path)
+    monkeypatch.setenv("REFLEXA_URL", live_server.url)
+    with caplog.at_level(logging.WARNING, logger="reflexa.openrlhf"):
+        with pytest.raises(errors.InvalidInput) as lost:
+            in_a_thread(reward_func, ["What is 6*7? 42"], [prompt], ["42"])
+        assert (lost.value.field, lost.value.rule, lost.value.status) == ("query[0]", "prompt_not_found", 422)
+        with pytest.raises(errors.InvalidInput) as unreadable:
+            in_a_thread(reward_func, [prompt + "72"], [prompt], [GSM8K_ANSWER.replace("#### 72", "")])
+        assert (unreadable.value.field, unreadable.value.rule) == ("labels[0]", "label_not_numeric")
+        admin.revoke_reward_capability(namespace, "gsm", cap.id)
+        with pytest.raises(errors.NotFound):
+            reward_func([prompt + "72"], [prompt], ["72"])
+        monkeypatch.setenv("REFLEXA_URL", "http://127.0.0.1:9")  # nothing listens: connection refused
+        monkeypatch.setattr("reflexa._transport._sleep", lambda seconds: None)
+        with pytest.raises(errors.ConnectionFailed) as down:
+            reward_func([prompt + "72"], [prompt], ["72"])
+    assert cap.secret not in str(down.value) and "<redacted>" in str(down.value)
+    records = [r for r in caplog.records if r.name == "reflexa.openrlhf"]
+    assert [r.levelno for r in records] == [logging.WARNING] * 4
+    assert "field=query[0] | rule=prompt_not_found" in records[0].getMessage()
+    assert all(cap.secret not in r.getMessage() for r in records)
+    monkeypatch.delenv("REFLEXA_REWARD_CAPABILITY")
+    with pytest.raises(ValueError, match="REFLEXA_REWARD_CAPABILITY"):
+        reward_func(["q"], ["p"], ["l"])

@@ -12,6 +12,13 @@ verl (``custom_reward_function.path`` = this file's path, ``name`` =
         -> {"score": reward, "rubric/<criterion id>": score, ...}
 
 or ``verl_compute_score(rubric="math", namespace="lab")`` for a configured one.
+The keyword arguments verl merges into each call from
+``custom_reward_function.reward_kwargs`` (verl/trainer/ppo/reward.py,
+``_call_with_kwargs``) may configure it: ``rubric``, ``namespace``, ``base_url``,
+``api_key``, ``timeout``, ``skip_judged``, ``snapshot`` (VERL_CONFIG) override the
+environment (or the configured adapter); the ones verl's reward loop adds itself
+(``reward_router_address``, ``reward_model_tokenizer``) are ignored; any other is a
+TypeError naming it — a misspelt ``rubirc`` must not silently score with another rubric.
 Each sample is scored as an inline trajectory of one step: the task and
 observation are ``extra_info["question"]`` (else ``extra_info["prompt"]``, else
 ``data_source``), the action and final answer are ``solution_str``, the label
@@ -21,6 +28,17 @@ TRL (``GRPOTrainer(reward_funcs=[trl_reward_func(rubric="math")], ...)``, or
 ``trl_async_reward_func`` for an async one)::
 
     reward_func(prompts, completions, **kwargs) -> list[float | None]
+
+``trl_reward_func`` is a callable instance (sync: every TRL version calls it as it
+is; picklable). ``trl_async_reward_func`` is a plain ``async def`` function, because
+TRL before 1.16 recognises an async reward function by
+``inspect.iscoroutinefunction(reward_func)`` (``asyncio.iscoroutinefunction`` in
+0.27–0.29), which is False for an instance with an async ``__call__``: such an
+instance is called as a sync one and TRL fails with ``'coroutine' object is not
+iterable``. The function is not picklable (a closure); TRL's AsyncGRPOTrainer, which
+ships reward functions to a spawned process, takes ``trl_reward_func`` or, from TRL
+1.16 (``trl.trainer.utils.is_async_callable`` looks at ``__call__``), an
+``AsyncTRLRewardFunc`` instance.
 
 Prompts and completions may be plain text or conversational (lists of messages):
 a completion's assistant messages become steps (an assistant message with
@@ -32,28 +50,40 @@ passes dataset columns as keyword arguments). ``None`` (a reward with nothing
 scored) reaches TRL as NaN. With TRL's ``log_metric``, each criterion's mean score
 is logged as ``rubric/<criterion id>``.
 
-A scoring failure raises (after the client's retries): a trainer must not train
-on rewards that silently became zeros.
+A scoring failure raises (after the client's retries) the client's exception,
+whose text is the server's message with the field and rule it names
+(``… | field=items[3].label | rule=label_not_numeric | status=422``), and logs it
+at WARNING on the ``reflexa.adapters`` logger first (for the reward managers that
+catch a reward function's exception and score 0: verl's ``prime`` and
+``rate_limited`` ones): a trainer must not train on rewards that silently became zeros.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import math
 import os
 import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from reflexa.async_client import AsyncClient
 from reflexa.client import Client
 from reflexa.config import ENV_RUBRIC
+from reflexa.errors import ReflexaError
 from reflexa.models import RubricBatchScore, RubricScore
 
 DEFAULT_TIMEOUT = 300.0  # judged criteria wait on an LLM
 BATCH_SIZE = 256  # items per scoring request
 LABEL_COLUMNS = ("ground_truth", "solution", "answer", "label")
 _TRL_RESERVED = frozenset({"completion_ids", "trainer_state", "log_extra", "log_metric", "environments"})
+#: What verl's ``custom_reward_function.reward_kwargs`` may set (the adapters' configuration).
+VERL_CONFIG = ("rubric", "namespace", "base_url", "api_key", "timeout", "skip_judged", "snapshot")
+#: What verl's reward loop passes on its own (verl/experimental/reward_loop/reward_manager/naive.py): ignored.
+VERL_PASSED = ("reward_router_address", "reward_model_tokenizer")
+
+log = logging.getLogger("reflexa.adapters")
 
 
 def _rubric(rubric: str | None) -> str:
@@ -129,17 +159,30 @@ class _Scorer:
             self._async = (loop, client)
         return self._async[1]
 
+    def _failed(self, exc: ReflexaError, start: int) -> None:
+        """Log a refusal at WARNING (the server's message, field and rule), with the
+        field renumbered from the request's items to the call's samples."""
+        if exc.field and exc.field.startswith("items[") and start:
+            index, _, rest = exc.field[len("items[") :].partition("]")
+            if index.isdigit():
+                exc.field = f"items[{int(index) + start}]{rest}"
+        log.warning("reflexa: scoring with rubric %r failed: %s", self.rubric, exc)
+
     def score(self, items: Sequence[Mapping[str, Any]]) -> list[RubricScore]:
         out: list[RubricScore] = []
         client = self.client()
         for start in range(0, len(items), BATCH_SIZE):
-            result: RubricBatchScore = client.score_rubric_batch(
-                None,
-                self.rubric,
-                list(items[start : start + BATCH_SIZE]),
-                snapshot=self.snapshot,
-                skip_judged=self.skip_judged,
-            )
+            try:
+                result: RubricBatchScore = client.score_rubric_batch(
+                    None,
+                    self.rubric,
+                    list(items[start : start + BATCH_SIZE]),
+                    snapshot=self.snapshot,
+                    skip_judged=self.skip_judged,
+                )
+            except ReflexaError as exc:
+                self._failed(exc, start)
+                raise
             out.extend(result.items)
         return out
 
@@ -147,15 +190,22 @@ class _Scorer:
         out: list[RubricScore] = []
         client = self.async_client()
         for start in range(0, len(items), BATCH_SIZE):
-            result = await client.score_rubric_batch(
-                None,
-                self.rubric,
-                list(items[start : start + BATCH_SIZE]),
-                snapshot=self.snapshot,
-                skip_judged=self.skip_judged,
-            )
+            try:
+                result = await client.score_rubric_batch(
+                    None,
+                    self.rubric,
+                    list(items[start : start + BATCH_SIZE]),
+                    snapshot=self.snapshot,
+                    skip_judged=self.skip_judged,
+                )
+            except ReflexaError as exc:
+                self._failed(exc, start)
+                raise
             out.extend(result.items)
         return out
+
+    def config(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in VERL_CONFIG}
 
 
 # --- verl -----------------------------------------------------------------------------------
@@ -178,6 +228,32 @@ def _verl_item(data_source: Any, solution_str: str, ground_truth: Any, extra_inf
     if ground_truth is not None:
         item["label"] = _plain(ground_truth)
     return item
+
+
+def _verl_overrides(kwargs: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """The configuration among verl's keyword arguments (see the module docstring)."""
+    unknown = sorted(set(kwargs) - set(VERL_CONFIG) - set(VERL_PASSED))
+    if unknown:
+        raise TypeError(
+            f"{where} got unexpected keyword argument{'s' if len(unknown) > 1 else ''} "
+            f"{', '.join(map(repr, unknown))} (from custom_reward_function.reward_kwargs?); it accepts "
+            f"{', '.join(VERL_CONFIG)}, and ignores verl's own {', '.join(VERL_PASSED)}"
+        )
+    return {k: kwargs[k] for k in VERL_CONFIG if k in kwargs}
+
+
+_configured: dict[str, VerlComputeScore] = {}
+_configured_lock = threading.Lock()
+
+
+def _verl_scorer(base: dict[str, Any] | None, overrides: Mapping[str, Any]) -> VerlComputeScore:
+    """The adapter for ``base`` (None: the environment's) with ``overrides``, made once per configuration."""
+    config = {**(base or {}), **overrides}
+    key = repr(sorted(config.items()))
+    with _configured_lock:
+        if key not in _configured:
+            _configured[key] = VerlComputeScore(**config)
+        return _configured[key]
 
 
 def _verl_result(score: RubricScore) -> dict[str, Any]:
@@ -213,8 +289,10 @@ class VerlComputeScore(_Scorer):
         self, data_source: Any, solution_str: str, ground_truth: Any, extra_info: Any = None, **kwargs: Any
     ) -> dict[str, Any]:
         """``{"score": reward, "rubric/<criterion id>": score, …}`` (a reward with nothing
-        scored is 0.0; a skipped criterion NaN)."""
-        [score] = self.score([_verl_item(data_source, solution_str, ground_truth, extra_info)])
+        scored is 0.0; a skipped criterion NaN). ``kwargs``: see the module docstring."""
+        overrides = _verl_overrides(kwargs, "compute_score")
+        scorer = _verl_scorer(self.config(), overrides) if overrides else self
+        [score] = scorer.score([_verl_item(data_source, solution_str, ground_truth, extra_info)])
         return _verl_result(score)
 
     def batch(
@@ -226,11 +304,13 @@ class VerlComputeScore(_Scorer):
         **kwargs: Any,
     ) -> list[dict[str, Any]]:
         """verl's BatchRewardManager form: one result per sample, in order."""
+        overrides = _verl_overrides(kwargs, "compute_score_batch")
+        scorer = _verl_scorer(self.config(), overrides) if overrides else self
         infos = list(extra_infos) if extra_infos is not None else [None] * len(solution_strs)
         items = [
             _verl_item(d, s, g, e) for d, s, g, e in zip(data_sources, solution_strs, ground_truths, infos, strict=True)
         ]
-        return [_verl_result(score) for score in self.score(items)]
+        return [_verl_result(score) for score in scorer.score(items)]
 
 
 def verl_compute_score(**config: Any) -> VerlComputeScore:
@@ -255,8 +335,11 @@ def compute_score(
     data_source: Any, solution_str: str, ground_truth: Any, extra_info: Any = None, **kwargs: Any
 ) -> dict[str, Any]:
     """verl's ``compute_score`` signature, configured from the environment
-    (``REFLEXA_URL``, ``REFLEXA_API_KEY``, ``REFLEXA_NAMESPACE``, ``REFLEXA_RUBRIC``)."""
-    return _default_scorer()(data_source, solution_str, ground_truth, extra_info, **kwargs)
+    (``REFLEXA_URL``, ``REFLEXA_API_KEY``, ``REFLEXA_NAMESPACE``, ``REFLEXA_RUBRIC``) and
+    from ``custom_reward_function.reward_kwargs`` (``kwargs``: see the module docstring)."""
+    overrides = _verl_overrides(kwargs, "compute_score")
+    scorer = _verl_scorer(None, overrides) if overrides else _default_scorer()
+    return scorer(data_source, solution_str, ground_truth, extra_info)
 
 
 def compute_score_batch(
@@ -266,8 +349,11 @@ def compute_score_batch(
     extra_infos: Iterable[Any] | None = None,
     **kwargs: Any,
 ) -> list[dict[str, Any]]:
-    """The batch form (verl's ``reward_model.reward_manager=batch``), configured from the environment."""
-    return _default_scorer().batch(data_sources, solution_strs, ground_truths, extra_infos, **kwargs)
+    """The batch form (verl's ``reward_model.reward_manager=batch``), configured from the
+    environment and ``kwargs`` as :func:`compute_score` is."""
+    overrides = _verl_overrides(kwargs, "compute_score_batch")
+    scorer = _verl_scorer(None, overrides) if overrides else _default_scorer()
+    return scorer.batch(data_sources, solution_strs, ground_truths, extra_infos)
 
 
 # --- TRL ------------------------------------------------------------------------------------
@@ -402,7 +488,8 @@ class TRLRewardFunc(_Scorer):
 
 
 class AsyncTRLRewardFunc(TRLRewardFunc):
-    """The async form: TRL awaits it on its event loop, alongside other async reward functions."""
+    """The async form as a (picklable) instance: TRL from 1.16 awaits it on its event loop,
+    alongside other async reward functions; earlier TRL needs :func:`trl_async_reward_func`."""
 
     async def __call__(  # type: ignore[override]
         self, prompts: Sequence[Any], completions: Sequence[Any], **kwargs: Any
@@ -418,6 +505,15 @@ def trl_reward_func(**config: Any) -> Callable[..., list[float | None]]:
     return TRLRewardFunc(**config)
 
 
-def trl_async_reward_func(**config: Any) -> AsyncTRLRewardFunc:
-    """The async form of :func:`trl_reward_func`."""
-    return AsyncTRLRewardFunc(**config)
+def trl_async_reward_func(**config: Any) -> Callable[..., Awaitable[list[float | None]]]:
+    """The async form of :func:`trl_reward_func`: a plain ``async def`` function (so
+    ``inspect.iscoroutinefunction`` is true for it, as TRL before 1.16 requires), named
+    ``reflexa_<rubric>`` (or ``name``); ``scorer`` is its :class:`AsyncTRLRewardFunc`."""
+    scorer = AsyncTRLRewardFunc(**config)
+
+    async def reward_func(prompts: Sequence[Any], completions: Sequence[Any], **kwargs: Any) -> list[float | None]:
+        return await scorer(prompts, completions, **kwargs)
+
+    reward_func.__name__ = reward_func.__qualname__ = scorer.__name__
+    reward_func.scorer = scorer  # type: ignore[attr-defined]
+    return reward_func

@@ -13,8 +13,19 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from domain.errors import InvalidInput
-from service.rubrics.checks import MISSING, Episode, StepView, as_json, evaluate, number_in_text, tool_names
+from service.rubrics.checks import (
+    MISSING,
+    Episode,
+    StepView,
+    answer_number,
+    as_json,
+    evaluate,
+    label_number,
+    number_in_text,
+    tool_names,
+)
 from service.rubrics.content import normalise_check, parse_criteria, parse_json_path, rubric_text
+from service.rubrics.openrlhf import MIN_OVERLAP, response_of
 from service.rubrics.scores import Verdict, judge_tasks, score_episode
 
 
@@ -205,6 +216,51 @@ def test_the_label_placeholder() -> None:
     call = ep(s(0, {"pick": [1, 2]}), label=[1, 2])
     assert check({"type": "json_path", "path": "pick", "value": "{{label}}"}, call)[0] is True
     assert check({"type": "json_path", "path": "pick", "value": "{{label}}"}, ep(s(0, {"n": 5}), label=5))[0] is False
+
+
+@pytest.mark.parametrize(
+    ("text", "answer", "label"),
+    [
+        (r"so \boxed{72}", 72.0, 72.0),
+        (r"\boxed{71} then \boxed{ 72 } after 3 tries", 72.0, 72.0),  # the last boxed one
+        (r"\boxed{\frac{1}{2}} or 7", None, None),  # a boxed answer that is not one number: none
+        (r"\boxed{72 \text{ apples}}", 72.0, 72.0),
+        ("Natalia sold 24 clips.\n#### 72", 72.0, 72.0),  # GSM8K's answer column
+        ("The answer is 72. (3 steps)", 72.0, 72.0),
+        ("the final answer is **$1,234.5$** in 2 ways", 1234.5, 1234.5),
+        ("Final answer: -3\nchecked 4 times", -3.0, -3.0),
+        ("The answer is below.\n42", None, None),  # a marker with no number on its line
+        ("#### 71\n#### 72", 72.0, 72.0),  # the last marker
+        ("it is 70, no, 72", 72.0, None),  # no stated answer: a response's last number, a label's none
+        ("1,234", 1234.0, 1234.0),
+        ("seventy-two", None, None),
+    ],
+)
+def test_answers_and_labels_are_read_from_what_they_state(text: str, answer: float | None, label: float | None) -> None:
+    assert answer_number(text) == answer
+    assert label_number(text) == label
+
+
+def test_label_numbers() -> None:
+    assert [label_number(v) for v in (72, 7.5, "72", " 1e3 ")] == [72.0, 7.5, 72.0, 1000.0]
+    assert [label_number(v) for v in (True, None, {"n": 1}, [1], float("nan"))] == [None] * 5
+
+
+def test_the_response_in_openrlhfs_query() -> None:
+    prompt = "<|im_start|>user\n" + "Count the apples, then the pears. " * 3 + "<|im_end|>\n<|im_start|>assistant\n"
+    assert response_of(prompt + "42", prompt) == "42"
+    assert response_of("<s>" + prompt + "42", prompt) == "42"
+    assert response_of("anything", None) == response_of("anything", "") == "anything"  # no prompt: the whole query
+    # Cut from the left, re-spaced: the longest normalised suffix locates the end.
+    cut = prompt[25:].replace("pears.", "pears .").replace("\n", " \n")
+    assert response_of(cut + "42 pears", prompt) == "42 pears"
+    # Too short an overlap, or none: not located.
+    short = prompt[-(MIN_OVERLAP - 1) :]
+    assert len("".join(short.split())) < MIN_OVERLAP and response_of(short + "42", prompt) is None
+    assert response_of("unrelated 42", prompt) is None
+    # A prompt shorter than the overlap must be found whole (normalised).
+    assert response_of("What  is 6*7 ? 42", "What is 6*7?") == " 42"
+    assert response_of("is 6*7? 42", "What is 6*7?") is None
 
 
 def test_the_rubrics_reflector_content_is_read() -> None:

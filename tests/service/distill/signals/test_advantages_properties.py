@@ -314,3 +314,41 @@ def test_batch_scale_divides_the_centred_rewards_by_the_batch_std(rewards: Any) 
     flat = np.concatenate([np.asarray(g, dtype=np.float64) for g in rewards])
     std = np.std(flat, ddof=1) if len(flat) > 1 else 1.0
     np.testing.assert_allclose(batch.scalar_advantage * (std + 1e-9), centred.scalar_advantage, rtol=1e-9, atol=1e-9)
+
+
+@SETTINGS
+@given(
+    st.lists(
+        st.lists(st.one_of(st.none(), st.sampled_from([0.0, 0.5, 1.0])), min_size=1, max_size=5),
+        min_size=1,
+        max_size=4,
+    ),
+    st.sampled_from(["grpo", "rloo"]),
+    st.sampled_from(["group", "batch", "none"]),
+    st.randoms(use_true_random=False),
+)
+def test_null_rewards_and_singletons_get_zero_and_keep_the_order_invariance(
+    rewards: Any, method: str, scale: str, rnd: Any
+) -> None:
+    """Under null_rewards trl and singleton_groups verl nothing is refused: a null reward's A
+    is 0, the others do not depend on it, and nothing depends on the order of the batch."""
+    params = {"scale": scale, "null_rewards": "trl", "singleton_groups": "verl"}
+    groups = [[TrajectoryTokens(reward=r, mask=[1]) for r in group] for group in rewards]
+    _, result = run(method, params, groups)
+    flat = [r for group in rewards for r in group]
+    a = result.scalar_advantage
+    assert np.isfinite(a).all()
+    assert all(x == 0.0 for x, r in zip(a, flat, strict=True) if r is None)
+    kept = [[TrajectoryTokens(reward=r, mask=[1]) for r in group if r is not None] for group in rewards]
+    kept = [g for g in kept if g]
+    if kept:
+        _, without = run(method, params, kept)
+        np.testing.assert_array_equal(
+            without.scalar_advantage, [x for x, r in zip(a, flat, strict=True) if r is not None]
+        )
+    order = list(range(len(groups)))
+    rnd.shuffle(order)
+    _, shuffled = run(method, params, [groups[k] for k in order])
+    starts = np.cumsum([0] + [len(g) for g in groups])
+    expected = np.concatenate([a[starts[k] : starts[k + 1]] for k in order])
+    np.testing.assert_array_equal(shuffled.scalar_advantage, expected)

@@ -90,7 +90,7 @@ def server_stages(raw: bytes, service: AdvantageService) -> tuple[Stages, bytes]
     service.check_size(body)
     names = logprob_names(body)
     need = needs(body.method, params, names["teacher"], names["post"], names["pre"])
-    batch = service.batch(body, need)
+    batch = service.batch(body, need, params)
     s.arrays_s, t = _lap(t)
     result = compute(batch, body.method, params, need)
     s.compute_s, t = _lap(t)

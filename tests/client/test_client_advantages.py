@@ -45,7 +45,15 @@ def grpo_group() -> list[Any]:
 
 def check_grpo(answer: models.AdvantagesResponse) -> None:
     assert answer.method == "grpo"
-    assert answer.params == {"std": True, "eps": 1e-6}
+    assert answer.params == {
+        "std": True,
+        "eps": 1e-6,
+        "scale": "group",
+        "singleton_groups": "refuse",
+        "null_rewards": "refuse",
+        "kl": None,
+        "is": None,
+    }
     assert [(t.id, t.group_id) for t in answer.trajectories] == [("a", "g"), ("b", "g"), ("c", "g")]
     a, b, c = answer.trajectories
     up, down = GRPO_A
@@ -74,6 +82,29 @@ def test_grpo_without_the_std(admin: Client) -> None:
     answer = admin.distill_advantages("grpo", grpo_group(), params={"std": False})
     assert answer.params["std"] is False
     assert [t.advantage for t in answer.trajectories] == pytest.approx([2 / 3, -1 / 3, -1 / 3], abs=TOL)
+
+
+def test_rloo_with_off_policy_weights_and_a_kl_penalty(admin: Client) -> None:
+    """R = [1, 0, 0]: rloo A = [1, -0.5, -0.5]; a's student [-1, -0.5] against rollout
+    [-1.2, -1.5]: ρ = exp([0.2, 1]) = [1.221403, 2.718282], tis cap 2; against ref
+    [-1.5, -0.5]: k1 = [0.5, 0], coef 0.5: a's advantages 1 - [0.25, 0]."""
+    lp = {"student": [-1.0, -0.5], "rollout": [-1.2, -1.5], "ref": [-1.5, -0.5]}
+    a = models.AdvantageTrajectory(id="a", reward=1.0, logprobs=models.Logprobs(**lp))
+    b = {"id": "b", "reward": 0.0, "logprobs": {"student": [-1.0], "rollout": [-1.0], "ref": [-1.0]}}
+    c = {"id": "c", "reward": 0.0, "logprobs": {"student": [], "rollout": [], "ref": []}}
+    answer = admin.distill_advantages(
+        "rloo",
+        [{"group_id": "g", "trajectories": [a, b, c]}],
+        params={"is": {"mode": "tis"}, "kl": {"coef": 0.5}},
+    )
+    ta, tb, tc = answer.trajectories
+    assert [ta.advantage, tb.advantage, tc.advantage] == [1.0, -0.5, -0.5]
+    assert close(ta.is_weights, [1.221403, 2.0]) and tb.is_weights == [1.0] and tc.is_weights == []
+    assert close(ta.kl, [0.5, 0.0]) and close(ta.advantages, [0.75, 1.0])
+    assert answer.params["scale"] == "none" and answer.params["is"]["cap"] == 2.0
+    assert answer.diagnostics.batch.is_truncated_share is not None and close(
+        answer.diagnostics.batch.is_truncated_share, 1 / 3
+    )
 
 
 def test_token_signal_by_hand(admin: Client) -> None:

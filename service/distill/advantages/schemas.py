@@ -21,10 +21,14 @@ TokenFloats = list[float]
 NamedFloats = TokenFloats | dict[SignalName, TokenFloats]
 
 PARAMS_DOC = (
-    "the method's parameters (docs/distillation.md), all optional: every method: std (true), eps (1e-6); "
+    "the method's parameters (docs/distillation.md), all optional: every method: std (true; rloo: false), "
+    "eps (1e-6), scale (group | batch | none; default from std), singleton_groups (refuse | verl), "
+    "null_rewards (refuse | trl), kl ({coef, estimator: k1 | k2 | k3, centered}; needs logprobs.ref), "
+    "is ({mode: tis | mis, level: token | sequence, cap, low, high}; needs logprobs.rollout); "
     "token_signal: beta (1), discount (0), clip (null; c or [low, high]), compress (false), "
-    "entropy_threshold (null), teacher (the only one sent), outcome (true); direct_opd: as token_signal "
-    "without teacher, plus shifts [{post, pre, weight}]; step_shaping: lambda (0.5), alpha (1), budget (1), "
+    "entropy_threshold (null), teacher (the only one sent), outcome (true), discount_masked (false); "
+    "direct_opd: as token_signal without teacher, plus shifts [{post, pre, weight}]; "
+    "step_shaping: lambda (0.5), alpha (1), budget (1), "
     "teacher, sign_aware (false); horizon_agreement: beta (0.5), horizons (every teacher sent), sign_aware (false)"
 )
 
@@ -39,6 +43,10 @@ class Logprobs(RequestModel):
     )
     pre: NamedFloats | None = Field(None, description="direct_opd: log π_pre(y_t) under the pre-RL checkpoint(s)")
     post: NamedFloats | None = Field(None, description="direct_opd: log π_post(y_t) under the post-RL checkpoint(s)")
+    rollout: TokenFloats | None = Field(
+        None, description="log π_rollout(y_t): the inference engine's log-probs of the same tokens (params.is)"
+    )
+    ref: TokenFloats | None = Field(None, description="log π_ref(y_t): a reference model's (params.kl)")
 
 
 class TeacherTopK(RequestModel):
@@ -52,7 +60,10 @@ class TeacherTopK(RequestModel):
 
 class AdvantageTrajectory(RequestModel):
     id: ClientId
-    reward: float = Field(description="the outcome reward R (what GRPO and the order diagnostics compare)")
+    reward: float | None = Field(
+        description="the outcome reward R (what GRPO and the order diagnostics compare); null: unscored "
+        "(refused unless params.null_rewards is trl)"
+    )
     token_steps: list[int] | None = Field(
         None, description="the step (turn) each token belongs to: integers >= 0, non-decreasing; default: all step 0"
     )
@@ -93,6 +104,12 @@ class TrajectoryAdvantages(ResponseModel):
         None, description="per step (aligned with `steps`): step_shaping g_s; horizon_agreement z_s"
     )
     step_scale: list[float] | None = Field(None, description="per step: A'_s / A")
+    is_weights: list[float] | None = Field(
+        None, description="params.is: per token the off-policy weight w_t (0 on masked tokens)"
+    )
+    kl: list[float] | None = Field(
+        None, description="params.kl: per token kl_t as subtracted (coef · kl_t), centred when asked; 0 on masked"
+    )
 
 
 class Stats(ResponseModel):
@@ -131,14 +148,22 @@ class BatchDiagnostics(ResponseModel):
     sign_flips_prevented: int | None = Field(None, description="step methods: steps the guard kept from flipping")
     budget_scaled: int | None = Field(None, description="step_shaping: trajectories scaled down to the budget")
     agreement_share: float | None = Field(None, description="horizon_agreement: steps where every horizon agrees")
+    null_rewards: int | None = Field(None, description="trajectories sent with reward null (params.null_rewards trl)")
+    kl_mean: float | None = Field(None, description="params.kl: mean kl_t over unmasked tokens (before centring)")
+    mismatch_kl: float | None = Field(
+        None, description="params.is: k3 estimate of KL(rollout ‖ student) over unmasked tokens"
+    )
+    is_max_ratio: float | None = Field(None, description="params.is: the largest ratio ρ (at the level used)")
+    is_truncated_share: float | None = Field(None, description="params.is tis: share of tokens with ρ > cap")
+    is_masked_share: float | None = Field(None, description="params.is mis: share of tokens with ρ outside [low, high]")
 
 
 class GroupDiagnostics(ResponseModel):
     group_id: str
     trajectories: int
     tokens: int
-    reward_mean: float
-    reward_std: float | None = Field(description="sample std (null for a group of one)")
+    reward_mean: float | None = Field(description="over non-null rewards (null: none was scored)")
+    reward_std: float | None = Field(description="sample std (null under two scored rewards)")
     sign_flips: int
     order_consistency: float | None = None
     order_pairs: int | None = None

@@ -74,6 +74,10 @@ def _per_token_fields(traj: AdvantageTrajectory, path: str) -> Iterator[tuple[st
             value = getattr(lp, kind)
             for name, values in _named(value).items():
                 yield _named_field(f"{path}.logprobs.{kind}", value, name), len(values)
+        for kind in ("rollout", "ref"):
+            values = getattr(lp, kind)
+            if values is not None:
+                yield f"{path}.logprobs.{kind}", len(values)
     if traj.mask is not None:
         yield f"{path}.mask", len(traj.mask)
     if traj.token_steps is not None:
@@ -170,7 +174,7 @@ class AdvantageService:
         self.check_size(body)
         names = logprob_names(body)
         need = needs(body.method, params, names["teacher"], names["post"], names["pre"])
-        batch = self.batch(body, need)
+        batch = self.batch(body, need, params)
         result = compute(batch, body.method, params, need)
         return self.response(body, resolved(params, need), batch, result)
 
@@ -210,7 +214,7 @@ class AdvantageService:
                 rule="max_advantage_tokens",
             )
 
-    def batch(self, body: AdvantagesRequest, need: Needs) -> TokenBatch:
+    def batch(self, body: AdvantagesRequest, need: Needs, params: Params) -> TokenBatch:
         wanted = [("teacher", n) for n in need.teachers] + [("post", n) for n in need.post]
         wanted += [("pre", n) for n in need.pre]
         groups = []
@@ -220,6 +224,13 @@ class AdvantageService:
                 path = f"groups[{gi}].trajectories[{ti}]"
                 n = _length(traj, path)
                 mask = self._mask(traj, path, n)
+                if traj.reward is None and getattr(params, "null_rewards", "refuse") == "refuse":
+                    raise InvalidInput(
+                        f'{path}.reward is null; send the outcome reward, or params.null_rewards: "trl" to leave '
+                        "an unscored trajectory out of its group's baseline (its advantage 0)",
+                        field=f"{path}.reward",
+                        rule="required",
+                    )
                 named: dict[str, dict[str, np.ndarray]] = {"teacher": {}, "pre": {}, "post": {}}
                 lp = traj.logprobs
                 student = None
@@ -231,6 +242,20 @@ class AdvantageService:
                             rule="required",
                         )
                     student = _logprobs(lp.student, f"{path}.logprobs.student", mask)
+                off_policy: dict[str, np.ndarray] = {}
+                for kind, wanted_here, why in (("rollout", need.rollout, "params.is"), ("ref", need.ref, "params.kl")):
+                    if not wanted_here:
+                        continue
+                    values = getattr(lp, kind) if lp is not None else None
+                    if values is None:
+                        raise InvalidInput(
+                            f"{path}.logprobs.{kind} is required by {why} (the same tokens' log-probs under the "
+                            + ("inference engine" if kind == "rollout" else "reference model")
+                            + ")",
+                            field=f"{path}.logprobs.{kind}",
+                            rule="required",
+                        )
+                    off_policy[kind] = _logprobs(values, f"{path}.logprobs.{kind}", mask)
                 for kind, name in wanted:
                     value = getattr(lp, kind) if lp is not None else None
                     sent = _named(value)
@@ -260,6 +285,8 @@ class AdvantageService:
                     TrajectoryTokens(
                         reward=traj.reward,
                         student=student,
+                        rollout=off_policy.get("rollout"),
+                        ref=off_policy.get("ref"),
                         teacher=named["teacher"],
                         pre=named["pre"],
                         post=named["post"],
@@ -336,6 +363,8 @@ class AdvantageService:
             bounds = np.searchsorted(steps.traj, np.arange(batch.trajectory_count + 1)).tolist()
             step_cols = (bounds, steps.index.tolist(), shaped.step_signal.tolist(), shaped.step_scale.tolist())
         scalar = result.scalar_advantage.tolist()
+        weights = result.is_weights.tolist() if result.is_weights is not None else None
+        kl = result.kl.tolist() if result.kl is not None else None
         out = []
         t = 0
         for group in body.groups:
@@ -348,6 +377,10 @@ class AdvantageService:
                     "advantages": advantages[lo:hi],
                     "token_rewards": rewards[lo:hi] if rewards is not None else None,
                 }
+                if weights is not None:
+                    row["is_weights"] = weights[lo:hi]
+                if kl is not None:
+                    row["kl"] = kl[lo:hi]
                 if step_cols is not None:
                     bounds, index, signal, scale = step_cols
                     a, b = bounds[t], bounds[t + 1]

@@ -2,7 +2,10 @@
 pure numpy, no I/O, vectorised over the whole batch (docs/distillation.md writes out
 every formula, its paper, its parameters and a worked example).
 
-- outcome.py: the outcome advantage A (the trainer's own, else GRPO's);
+- outcome.py: the outcome advantage A (the trainer's own, else GRPO's or RLOO's), its
+  scale (group / batch / none) and the conventions for groups of one and null rewards;
+- off_policy.py: the reference-KL penalty (params.kl) and the off-policy weights
+  (params.is: TIS / MIS, token / sequence level), on any method;
 - token_signal.py: token_signal and direct_opd, and the regulators (entropy rule,
   log compression, clipping) and discounted future sums;
 - step_shaping.py: step_shaping (StepOPSD) and horizon_agreement (TurnSight);

@@ -31,13 +31,15 @@ class TokenBatch:
     offsets: np.ndarray  # (T+1,) int64: trajectory t owns tokens [offsets[t], offsets[t+1])
     group: np.ndarray  # (T,) int64: the group (0..G-1, request order) of each trajectory
     group_count: int
-    reward: np.ndarray  # (T,) float64 outcome reward
+    reward: np.ndarray  # (T,) float64 outcome reward (NaN: null, under params.null_rewards "trl")
     mask: np.ndarray  # (N,) bool: the student's own tokens (others get 0 and count nowhere)
     step: np.ndarray  # (N,) int64 step index within its trajectory (0 when token_steps is not sent)
     student: np.ndarray | None = None  # (N,) log π_S(y_t | plain ctx)
     teacher: Mapping[str, np.ndarray] = field(default_factory=dict)  # NAME -> (N,) log π_T(y_t | NAME ctx)
     pre: Mapping[str, np.ndarray] = field(default_factory=dict)  # NAME -> (N,) log π_pre(y_t)
     post: Mapping[str, np.ndarray] = field(default_factory=dict)  # NAME -> (N,) log π_post(y_t)
+    rollout: np.ndarray | None = None  # (N,) the inference engine's log-probs of the same tokens
+    ref: np.ndarray | None = None  # (N,) a reference model's log-probs of the same tokens
     entropy: np.ndarray | None = None  # (N,) the teacher's entropy at t (nats), NaN where not sent
     topk_teacher: np.ndarray | None = None  # (N, K) the teacher's top-k log-probs, NaN-padded
     topk_student: np.ndarray | None = None  # (N, K) the student's log-probs of those tokens
@@ -109,8 +111,10 @@ class TrajectoryTokens:
     """One trajectory's inputs, each per-token array of the same length (checked by the
     service, which names the field; `concat` only asserts it)."""
 
-    reward: float
+    reward: float | None  # None: a null reward (NaN in the batch)
     student: ArrayLike | None = None
+    rollout: ArrayLike | None = None
+    ref: ArrayLike | None = None
     teacher: Mapping[str, ArrayLike] = field(default_factory=dict)
     pre: Mapping[str, ArrayLike] = field(default_factory=dict)
     post: Mapping[str, ArrayLike] = field(default_factory=dict)
@@ -123,7 +127,7 @@ class TrajectoryTokens:
 
     def arrays(self) -> dict[str, np.ndarray]:
         out: dict[str, np.ndarray] = {}
-        for name in ("student", "mask", "steps", "entropy", "topk_teacher", "topk_student"):
+        for name in ("student", "rollout", "ref", "mask", "steps", "entropy", "topk_teacher", "topk_student"):
             value = getattr(self, name)
             if value is not None:
                 out[name] = np.asarray(value)
@@ -201,10 +205,12 @@ def concat(groups: Sequence[Sequence[TrajectoryTokens]]) -> TokenBatch:
         offsets=offsets,
         group=np.repeat(np.arange(len(groups)), [len(g) for g in groups]).astype(np.int64),
         group_count=len(groups),
-        reward=np.array([t.reward for t in trajectories], dtype=np.float64),
+        reward=np.array([np.nan if t.reward is None else t.reward for t in trajectories], dtype=np.float64),
         mask=mask if mask is not None else np.ones(size, dtype=bool),
         step=steps if steps is not None else np.zeros(size, dtype=np.int64),
         student=cat("student", np.float64),
+        rollout=cat("rollout", np.float64),
+        ref=cat("ref", np.float64),
         teacher=common("teacher"),
         pre=common("pre"),
         post=common("post"),

@@ -5,7 +5,7 @@ trajectories sent (the service checks every trajectory sent them)."""
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -15,6 +15,7 @@ from service.distill.signals import step_shaping as steps_module
 from service.distill.signals import token_signal as tokens_module
 from service.distill.signals.batch import TokenBatch, TrajectoryTokens, concat
 from service.distill.signals.diagnostics import diagnose
+from service.distill.signals.off_policy import is_weights, kl_penalty
 from service.distill.signals.outcome import outcome_advantages, require_siblings
 from service.distill.signals.params import (
     DirectOpdParams,
@@ -37,6 +38,8 @@ class Needs:
     post: tuple[str, ...] = ()
     pre: tuple[str, ...] = ()
     shifts: tuple[tuple[str, str, float], ...] = ()
+    rollout: bool = False  # params.is: logprobs.rollout
+    ref: bool = False  # params.kl: logprobs.ref
 
 
 def _one_teacher(name: str | None, sent: Collection[str]) -> str:
@@ -61,8 +64,18 @@ def _one_teacher(name: str | None, sent: Collection[str]) -> str:
 
 def needs(method: str, params: Params, teachers: Collection[str], post: Collection[str], pre: Collection[str]) -> Needs:
     """What `method` reads, given the names sent anywhere in the batch (a teacher sent
-    as a plain list is named "default")."""
-    if method == "grpo":
+    as a plain list is named "default"); with params.is / params.kl, the student's
+    log-probs and the rollout's / the reference's too."""
+    need = _method_needs(method, params, teachers, post, pre)
+    if isinstance(params, GrpoParams) and (params.is_ is not None or params.kl is not None):
+        need = replace(need, student=True, rollout=params.is_ is not None, ref=params.kl is not None)
+    return need
+
+
+def _method_needs(
+    method: str, params: Params, teachers: Collection[str], post: Collection[str], pre: Collection[str]
+) -> Needs:
+    if method in ("grpo", "rloo"):
         return Needs()
     if isinstance(params, TokenSignalParams | StepShapingParams):
         return Needs(student=True, teachers=(_one_teacher(params.teacher, teachers),))
@@ -117,13 +130,23 @@ class Result:
     scalar_advantage: np.ndarray  # (T,) A as one number, NaN where the trainer sent a per-token A
     diagnostics: dict[str, Any]
     groups: list[dict[str, Any]]
+    is_weights: np.ndarray | None = None  # (N,) params.is: w_t (0 on masked tokens)
+    kl: np.ndarray | None = None  # (N,) params.kl: kl_t as subtracted (centred when asked; 0 on masked tokens)
 
 
 def compute(batch: TokenBatch, method: str, params: Params, need: Needs) -> Result:
     if not isinstance(params, GrpoParams):  # pragma: no cover - the service validates params
         raise TypeError(params)
     use_outcome = params.outcome if isinstance(params, RegulatedSignalParams) else True
-    outcome, scalar = outcome_advantages(batch, std=params.std, eps=params.eps, method=method, use=use_outcome)
+    assert params.scale is not None
+    outcome, scalar = outcome_advantages(
+        batch,
+        scale=params.scale,
+        eps=params.eps,
+        method=method,
+        use=use_outcome,
+        singletons=params.singleton_groups,
+    )
     if isinstance(params, HorizonAgreementParams):
         require_siblings(batch, np.ones(batch.trajectory_count, dtype=bool), method)
         shaped = steps_module.horizon_agreement(batch, outcome, params, need.teachers)
@@ -135,8 +158,22 @@ def compute(batch: TokenBatch, method: str, params: Params, need: Needs) -> Resu
         shaped = tokens_module.direct_opd(batch, outcome, params, need.shifts)
     else:
         shaped = Shaped(advantages=np.where(batch.mask, outcome, 0.0), outcome=outcome)
+    extra: dict[str, Any] = {}
+    kl = None
+    if params.kl is not None:
+        kl, extra_kl = kl_penalty(batch, params.kl)
+        extra |= extra_kl
+        shaped = replace(shaped, advantages=np.where(batch.mask, shaped.advantages - params.kl.coef * kl, 0.0))
+    weights = None
+    if params.is_ is not None:
+        corrected = is_weights(batch, params.is_)
+        weights = corrected.weights
+        extra |= corrected.diagnostics
     diagnostics, groups = diagnose(batch, method, shaped)
-    return Result(shaped=shaped, scalar_advantage=scalar, diagnostics=diagnostics, groups=groups)
+    diagnostics |= extra
+    return Result(
+        shaped=shaped, scalar_advantage=scalar, diagnostics=diagnostics, groups=groups, is_weights=weights, kl=kl
+    )
 
 
 def compute_groups(

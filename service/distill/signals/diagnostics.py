@@ -106,12 +106,18 @@ def diagnose(batch: TokenBatch, method: str, shaped: Shaped) -> tuple[dict[str, 
         "sign_flips": segment_sum(flips, token_group, g_count),
     }
     size = per_group["trajectories"].astype(np.float64)
+    scored = ~np.isnan(batch.reward)  # null rewards (params.null_rewards "trl") count in no reward statistic
+    reward = np.where(scored, batch.reward, 0.0)
+    n_scored = np.bincount(trajectory_group, weights=scored, minlength=g_count)
     mean_r = np.divide(
-        invariant_sum(batch.reward, trajectory_group, g_count), size, out=np.zeros(g_count), where=size > 0
+        invariant_sum(reward, trajectory_group, g_count), n_scored, out=np.full(g_count, np.nan), where=n_scored > 0
     )
-    var_r = invariant_sum((batch.reward - mean_r[trajectory_group]) ** 2, trajectory_group, g_count)
+    dev = np.where(scored, reward - np.nan_to_num(mean_r)[trajectory_group], 0.0)
+    var_r = invariant_sum(dev**2, trajectory_group, g_count)
     per_group["reward_mean"] = mean_r
-    per_group["reward_std"] = np.sqrt(np.divide(var_r, size - 1, out=np.full(g_count, np.nan), where=size > 1))
+    per_group["reward_std"] = np.sqrt(np.divide(var_r, n_scored - 1, out=np.full(g_count, np.nan), where=n_scored > 1))
+    if not scored.all():
+        out["null_rewards"] = int((~scored).sum())
 
     signal = shaped.signal
     if signal is not None:

@@ -18,17 +18,116 @@ from pydantic import Field, model_validator
 from domain.errors import InvalidInput
 from domain.schemas import RequestModel
 
-Method = Literal["grpo", "token_signal", "direct_opd", "step_shaping", "horizon_agreement"]
-METHODS: tuple[Method, ...] = ("grpo", "token_signal", "direct_opd", "step_shaping", "horizon_agreement")
+Method = Literal["grpo", "rloo", "token_signal", "direct_opd", "step_shaping", "horizon_agreement"]
+METHODS: tuple[Method, ...] = ("grpo", "rloo", "token_signal", "direct_opd", "step_shaping", "horizon_agreement")
+Scale = Literal["group", "batch", "none"]
+SAFETY_BOUND = 20.0  # |log ratio| bound before exp (verl's rollout_corr_helper SAFETY_BOUND and its k3 clamp)
 SignalName = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,63}$")]
 DEFAULT_NAME = "default"  # the name of a log-prob list sent without a name ([float] instead of {NAME: [float]})
 
 
+class KlParams(RequestModel):
+    """A reference-KL penalty on the returned advantages: per unmasked token d = log π_S − log π_ref,
+    kl_t = k1: d | k2: d²/2 | k3: exp(−d) − 1 + d (Schulman, "Approximating KL divergence");
+    centered: kl_t minus its mean over the batch's unmasked tokens (tinker-cookbook's
+    incorporate_kl_penalty); advantages_t −= coef · kl_t."""
+
+    coef: float = Field(ge=0, le=1e6, description="the penalty coefficient (required)")
+    estimator: Literal["k1", "k2", "k3"] = Field("k1", description="k1: d; k2: d²/2; k3: exp(-d) - 1 + d")
+    centered: bool = Field(False, description="subtract the mean kl over the batch's unmasked tokens first")
+
+
+class IsParams(RequestModel):
+    """Off-policy correction weights from `logprobs.rollout`: r_t = exp(student − rollout);
+    tis: min(r, cap); mis: r inside [low, high], else 0; level sequence: r is the geometric
+    mean of the trajectory's unmasked token ratios, broadcast. Defaults follow verl's
+    rollout correction (rollout_is_threshold 2.0; rollout_rs lower bound 1/upper)."""
+
+    mode: Literal["tis", "mis"] = Field(description="tis: truncated importance sampling; mis: masked")
+    level: Literal["token", "sequence"] = Field("token", description="token ratios, or their geometric mean")
+    cap: float | None = Field(None, gt=0, le=1e9, description="tis: the truncation bound (default 2.0)")
+    low: float | None = Field(None, ge=0, le=1e9, description="mis: the lower bound (default 1/high)")
+    high: float | None = Field(None, gt=0, le=1e9, description="mis: the upper bound (default 2.0)")
+
+    @model_validator(mode="after")
+    def _bounds(self) -> IsParams:
+        if self.mode == "tis":
+            for name in ("low", "high"):
+                if getattr(self, name) is not None:
+                    raise InvalidInput(
+                        f"params.is.{name} is a bound of mode mis; tis takes cap",
+                        field=f"params.is.{name}",
+                        rule="mode_param",
+                    )
+            if self.cap is None:
+                self.cap = 2.0
+        else:
+            if self.cap is not None:
+                raise InvalidInput(
+                    "params.is.cap is the bound of mode tis; mis takes low and high",
+                    field="params.is.cap",
+                    rule="mode_param",
+                )
+            if self.high is None:
+                self.high = 2.0
+            if self.low is None:
+                self.low = 1.0 / self.high
+            if self.low > self.high:
+                raise InvalidInput(
+                    f"params.is.low is {self.low:g} > params.is.high {self.high:g}; the kept range is [low, high]",
+                    field="params.is.low",
+                    rule="low_le_high",
+                )
+        return self
+
+
 class GrpoParams(RequestModel):
-    """Group-relative outcome advantages (GRPO, Shao et al. 2024; Dr. GRPO without the std)."""
+    """Group-relative outcome advantages (GRPO, Shao et al. 2024; Dr. GRPO without the std),
+    and what every method shares: how A is scaled, the conventions for groups of one and
+    null rewards, and the off-policy weights and reference-KL penalty."""
 
     std: bool = Field(True, description="divide by the group's reward std (sample std, ddof 1); false: only centre")
     eps: float = Field(1e-6, gt=0, le=1, description="added to the std (and to the z-score denominator of TurnSight)")
+    scale: Scale | None = Field(
+        None,
+        description="what A is divided by: group: the group's reward std (std: true); batch: the whole batch's "
+        "reward std (TRL scale_rewards='batch'); none: nothing (std: false); default: from std",
+    )
+    singleton_groups: Literal["refuse", "verl"] = Field(
+        "refuse",
+        description="a group of one: refuse: 422; verl: mean 0 and std 1 (verl's compute_grpo_outcome_advantage), "
+        "so A = R/(1 + eps), or R without a std",
+    )
+    null_rewards: Literal["refuse", "trl"] = Field(
+        "refuse",
+        description="reward null: refuse: 422; trl: left out of the group's mean and std, its A is 0 (TRL GRPOTrainer)",
+    )
+    kl: KlParams | None = Field(None, description="a reference-KL penalty; needs logprobs.student and logprobs.ref")
+    is_: IsParams | None = Field(
+        None, alias="is", description="off-policy weights; needs logprobs.student and logprobs.rollout"
+    )
+
+    @model_validator(mode="after")
+    def _scale(self) -> GrpoParams:
+        if self.scale is None:
+            self.scale = "group" if self.std else "none"
+        elif "std" in self.model_fields_set and self.std != (self.scale != "none"):
+            raise InvalidInput(
+                f"params.scale is {self.scale!r} but params.std is {str(self.std).lower()}; std true means "
+                "scale group or batch, std false means scale none (send one of them)",
+                field="params.scale",
+                rule="consistent",
+            )
+        else:
+            self.std = self.scale != "none"
+        return self
+
+
+class RlooParams(GrpoParams):
+    """REINFORCE leave-one-out (Kool et al. 2019; Ahmadian et al. 2024): A_i = R_i − mean_{j≠i} R_j.
+    Not divided by a std unless asked (scale group / batch)."""
+
+    std: bool = Field(False, description="divide by the group's reward std (scale group); default false (RLOO)")
 
 
 class RegulatedSignalParams(GrpoParams):
@@ -52,6 +151,11 @@ class RegulatedSignalParams(GrpoParams):
         "(token_signal), else r_t scaled by threshold/entropy; null: off",
     )
     outcome: bool = Field(True, description="add the outcome advantage A; false: A = 0 (pure on-policy distillation)")
+    discount_masked: bool = Field(
+        False,
+        description="masked tokens advance the discount clock (contributing 0), as tinker-cookbook's discounted "
+        "sums over the whole sequence; false: only unmasked tokens count",
+    )
 
     @model_validator(mode="after")
     def _clip_range(self) -> RegulatedSignalParams:
@@ -154,9 +258,10 @@ class HorizonAgreementParams(GrpoParams):
         return self
 
 
-Params = GrpoParams | TokenSignalParams | DirectOpdParams | StepShapingParams | HorizonAgreementParams
+Params = GrpoParams | RlooParams | TokenSignalParams | DirectOpdParams | StepShapingParams | HorizonAgreementParams
 PARAMS: dict[str, type[GrpoParams]] = {
     "grpo": GrpoParams,
+    "rloo": RlooParams,
     "token_signal": TokenSignalParams,
     "direct_opd": DirectOpdParams,
     "step_shaping": StepShapingParams,

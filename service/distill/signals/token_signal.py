@@ -23,7 +23,7 @@ Regulators, in this order, each optional (masked tokens are 0 throughout):
 
 Then A_t = A + β·R_t with R_t = r_t, or with γ = `discount` > 0 the discounted sum
 of the trajectory's later unmasked tokens, R_t = Σ_{t' >= t} γ^(t'−t) r_t' (t'−t
-counts unmasked tokens only).
+counts unmasked tokens only; with `discount_masked`, every token).
 """
 
 from __future__ import annotations
@@ -140,10 +140,14 @@ def regulate(raw: np.ndarray, batch: TokenBatch, params: RegulatedSignalParams, 
     return Signal(raw=masked_raw, value=np.where(batch.mask, r, 0.0), clipped=clipped, entropy_applied=applied)
 
 
-def future_sum(r: np.ndarray, batch: TokenBatch, gamma: float) -> np.ndarray:
-    """R_t over the unmasked tokens of each trajectory (masked tokens neither count nor advance t)."""
+def future_sum(r: np.ndarray, batch: TokenBatch, gamma: float, *, masked_advance: bool = False) -> np.ndarray:
+    """R_t over the unmasked tokens of each trajectory: masked tokens never count, and
+    advance t only with `masked_advance` (params.discount_masked, tinker-cookbook's
+    convention: its discounted sums run over the whole sequence, masked entries 0)."""
     if gamma == 0:
         return r
+    if masked_advance:
+        return np.where(batch.mask, discounted_future_sum(np.where(batch.mask, r, 0.0), batch.traj, gamma), 0.0)
     idx = np.flatnonzero(batch.mask)
     out = np.zeros(batch.size)
     out[idx] = discounted_future_sum(r[idx], batch.traj[idx], gamma)
@@ -151,7 +155,9 @@ def future_sum(r: np.ndarray, batch: TokenBatch, gamma: float) -> np.ndarray:
 
 
 def _shape(batch: TokenBatch, outcome: np.ndarray, signal: Signal, params: RegulatedSignalParams) -> Shaped:
-    total = outcome + params.beta * future_sum(signal.value, batch, params.discount)
+    total = outcome + params.beta * future_sum(
+        signal.value, batch, params.discount, masked_advance=params.discount_masked
+    )
     return Shaped(advantages=np.where(batch.mask, total, 0.0), outcome=outcome, signal=signal)
 
 

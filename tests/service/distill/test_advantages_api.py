@@ -384,3 +384,223 @@ def test_deterministic_and_independent_of_the_order_of_the_batch(client: TestCli
 def test_the_route_is_in_the_openapi_document(client: TestClient) -> None:
     op = client.get("/openapi.json").json()["paths"][URL]["post"]
     assert op["operationId"] == "distill_advantages"
+
+
+# --- rloo, scale, the conventions, the KL penalty, the off-policy weights -----------------------------------------
+
+
+def off_policy_batch() -> dict[str, Any]:
+    """tests/service/distill/signals/test_advantages_off_policy.py's cases: student [-1, -0.5, -2, -0.3],
+    rollout [-1.2, -1.5, -1.9, -0.3], ref [-1.5, -0.5, -1, -9], the last token masked; a sibling without
+    its own A."""
+    a = {
+        "id": "a",
+        "reward": 1.0,
+        "mask": [1, 1, 1, 0],
+        "advantages": 1.0,
+        "logprobs": {
+            "student": [-1.0, -0.5, -2.0, -0.3],
+            "rollout": [-1.2, -1.5, -1.9, -0.3],
+            "ref": [-1.5, -0.5, -1.0, -9.0],
+        },
+    }
+    b = {"id": "b", "reward": 0.0, "logprobs": {"student": [-1.0], "rollout": [-1.0], "ref": [-1.0]}}
+    return {"method": "grpo", "params": {}, "groups": [{"group_id": "g", "trajectories": [a, b]}]}
+
+
+def test_rloo_through_the_api(client: TestClient) -> None:
+    # R = [1, 0, 0]: A = [1 - 0, 0 - 1/2, 0 - 1/2]
+    body = {
+        "method": "rloo",
+        "groups": [{"group_id": "g", "trajectories": [{"id": str(i), "reward": r} for i, r in enumerate([1, 0, 0])]}],
+    }
+    r = post(client, body)
+    assert r.status_code == 200, r.text
+    out = r.json()
+    assert [t["advantage"] for t in out["trajectories"]] == [1.0, -0.5, -0.5]
+    assert out["params"]["scale"] == "none" and out["params"]["std"] is False
+    body["params"] = {"scale": "batch"}  # one group: the batch std is the group's, 1/sqrt(3)
+    a = [t["advantage"] for t in post(client, body).json()["trajectories"]]
+    assert a == pytest.approx([1.732048, -0.866024, -0.866024], abs=1e-6)
+
+
+def test_batch_scale_singletons_and_null_rewards_through_the_api(client: TestClient) -> None:
+    def trajectories(*rewards: float | None) -> list[dict[str, Any]]:
+        return [{"id": f"{uuid.uuid4()}", "reward": r, "mask": [1]} for r in rewards]
+
+    body = {
+        "method": "grpo",
+        "params": {"scale": "batch"},
+        "groups": [
+            {"group_id": "a", "trajectories": trajectories(1.0, 0.0)},
+            {"group_id": "b", "trajectories": trajectories(2.0, 4.0)},
+        ],
+    }
+    a = [t["advantage"] for t in post(client, body).json()["trajectories"]]
+    assert a == pytest.approx([0.292770, -0.292770, -0.585540, 0.585540], abs=1e-6)
+    body = {
+        "method": "grpo",
+        "params": {"singleton_groups": "verl", "null_rewards": "trl"},
+        "groups": [
+            {"group_id": "a", "trajectories": trajectories(2.0)},
+            {"group_id": "b", "trajectories": trajectories(1.0, None, 0.0, 0.0)},
+        ],
+    }
+    r = post(client, body)
+    assert r.status_code == 200, r.text
+    out = r.json()
+    assert [t["advantage"] for t in out["trajectories"]] == pytest.approx(
+        [1.999998, 1.154698, 0.0, -0.577349, -0.577349], abs=1e-6
+    )
+    assert out["trajectories"][2]["advantages"] == [0.0]
+    assert out["diagnostics"]["batch"]["null_rewards"] == 1
+    assert out["diagnostics"]["groups"][1]["reward_mean"] == pytest.approx(1 / 3)
+
+
+def test_kl_and_is_weights_through_the_api(client: TestClient) -> None:
+    body = off_policy_batch()
+    body["params"] = {
+        "kl": {"coef": 0.5, "estimator": "k3", "centered": True},
+        "is": {"mode": "tis", "level": "token", "cap": 2.0},
+    }
+    r = post(client, body)
+    assert r.status_code == 200, r.text
+    out = r.json()
+    a, b = out["trajectories"]
+    # k3 of d = [0.5, 0, -1] and of b's d = 0: [0.106531, 0, 0.718282, 0]: mean over the 4 unmasked tokens 0.206203;
+    # centred: [-0.099672, -0.206203, 0.512079], b: -0.206203; a: 1 - 0.5·kl; b: A = -0.707106 + 0.5·0.206203
+    assert a["kl"] == pytest.approx([-0.099672, -0.206203, 0.512079, 0.0], abs=1e-6)
+    assert a["advantages"] == pytest.approx([1.049836, 1.103102, 0.743960, 0.0], abs=1e-6)
+    assert b["advantages"] == pytest.approx([-0.707106 + 0.103102], abs=1e-6)
+    # ρ = exp([0.2, 1.0, -0.1]) capped at 2; b: exp(0) = 1
+    assert a["is_weights"] == pytest.approx([1.221403, 2.0, 0.904837, 0.0], abs=1e-6) and b["is_weights"] == [1.0]
+    batch = out["diagnostics"]["batch"]
+    assert batch["kl_mean"] == pytest.approx(0.206203, abs=1e-6)
+    assert batch["is_truncated_share"] == 0.25 and batch["is_max_ratio"] == pytest.approx(math.e)
+    assert batch["mismatch_kl"] == pytest.approx((0.021403 + 0.718282 + 0.004837) / 4, abs=1e-6)
+    assert out["params"]["is"] == {"mode": "tis", "level": "token", "cap": 2.0, "low": None, "high": None}
+    assert out["params"]["kl"] == {"coef": 0.5, "estimator": "k3", "centered": True}
+    body["params"] = {"is": {"mode": "mis", "level": "sequence"}}  # defaults high 2, low 1/2
+    out = post(client, body).json()
+    assert out["params"]["is"] == {"mode": "mis", "level": "sequence", "cap": None, "low": 0.5, "high": 2.0}
+    assert out["trajectories"][0]["is_weights"] == pytest.approx([1.442917] * 3 + [0.0], abs=1e-6)
+    assert out["trajectories"][0]["kl"] is None and out["diagnostics"]["batch"]["is_masked_share"] == 0.0
+
+
+def test_discount_masked_through_the_api(client: TestClient) -> None:
+    body = {
+        "method": "token_signal",
+        "params": {"discount": 0.5, "outcome": False, "discount_masked": True},
+        "groups": [
+            {
+                "group_id": "g",
+                "trajectories": [member("a", 1.0, [-1.0] * 4, [-0.5, -2.0, -0.5, 0.0], mask=[1, 1, 0, 1])],
+            }
+        ],
+    }
+    # r = [0.5, -1, (masked), 1]: R_3 = 1, R_2 = 0.5, R_1 = -1 + 0.25 = -0.75, R_0 = 0.5 - 0.375 = 0.125
+    assert post(client, body).json()["trajectories"][0]["advantages"] == [0.125, -0.75, 0.0, 1.0]
+
+
+OP = ["groups", 0, "trajectories", 0]
+OFF_POLICY_BAD = {
+    "rollout_length": (
+        with_change([*OP, "logprobs", "rollout"], [-1.0], off_policy_batch()),
+        {"is": {"mode": "tis"}},
+        "groups[0].trajectories[0].logprobs.rollout",
+        "same_length",
+    ),
+    "ref_length": (
+        with_change([*OP, "logprobs", "ref"], [-1.0] * 5, off_policy_batch()),
+        {"kl": {"coef": 1.0}},
+        "groups[0].trajectories[0].logprobs.ref",
+        "same_length",
+    ),
+    "positive_rollout": (
+        with_change([*OP, "logprobs", "rollout"], [-1.0, 0.5, -1.0, -1.0], off_policy_batch()),
+        {"is": {"mode": "tis"}},
+        "groups[0].trajectories[0].logprobs.rollout[1]",
+        "logprob",
+    ),
+    "positive_ref": (
+        with_change([*OP, "logprobs", "ref"], [-1.0, -1.0, 2.0, -1.0], off_policy_batch()),
+        {"kl": {"coef": 1.0}},
+        "groups[0].trajectories[0].logprobs.ref[2]",
+        "logprob",
+    ),
+    "is_without_rollout": (
+        with_change([*OP, "logprobs"], {"student": [-1.0] * 4}, off_policy_batch()),
+        {"is": {"mode": "mis"}},
+        "groups[0].trajectories[0].logprobs.rollout",
+        "required",
+    ),
+    "kl_without_ref": (
+        with_change(["groups", 0, "trajectories", 1, "logprobs"], {"student": [-1.0]}, off_policy_batch()),
+        {"kl": {"coef": 1.0}},
+        "groups[0].trajectories[1].logprobs.ref",
+        "required",
+    ),
+    "is_without_student": (
+        with_change([*OP, "logprobs"], {"rollout": [-1.0] * 4}, off_policy_batch()),
+        {"is": {"mode": "tis"}},
+        "groups[0].trajectories[0].logprobs.student",
+        "required",
+    ),
+    "unknown_estimator": (
+        off_policy_batch(),
+        {"kl": {"coef": 1.0, "estimator": "k4"}},
+        "params.kl.estimator",
+        "literal_error",
+    ),
+    "kl_without_coef": (off_policy_batch(), {"kl": {"estimator": "k1"}}, "params.kl.coef", "missing"),
+    "unknown_mode": (off_policy_batch(), {"is": {"mode": "pis"}}, "params.is.mode", "literal_error"),
+    "unknown_level": (off_policy_batch(), {"is": {"mode": "tis", "level": "turn"}}, "params.is.level", "literal_error"),
+    "zero_cap": (off_policy_batch(), {"is": {"mode": "tis", "cap": 0}}, "params.is.cap", "greater_than"),
+    "low_above_high": (
+        off_policy_batch(),
+        {"is": {"mode": "mis", "low": 3.0, "high": 2.0}},
+        "params.is.low",
+        "low_le_high",
+    ),
+    "cap_with_mis": (off_policy_batch(), {"is": {"mode": "mis", "cap": 2.0}}, "params.is.cap", "mode_param"),
+    "std_against_scale": (off_policy_batch(), {"std": False, "scale": "batch"}, "params.scale", "consistent"),
+    "unknown_scale": (off_policy_batch(), {"scale": "token"}, "params.scale", "literal_error"),
+    "null_reward": (
+        with_change([*OP, "reward"], None, off_policy_batch()),
+        {},
+        "groups[0].trajectories[0].reward",
+        "required",
+    ),
+    "singleton_by_default": (
+        with_change(
+            ["groups", 0, "trajectories"], off_policy_batch()["groups"][0]["trajectories"][1:], off_policy_batch()
+        ),
+        {},
+        "groups[0].trajectories",
+        "group_size",
+    ),
+    "discount_masked_on_grpo": (
+        off_policy_batch(),
+        {"discount_masked": True},
+        "params.discount_masked",
+        "extra_forbidden",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(OFF_POLICY_BAD))
+def test_bad_off_policy_input_names_the_field_and_the_rule(client: TestClient, case: str) -> None:
+    body, params, field, rule = OFF_POLICY_BAD[case]
+    r = post(client, {**body, "params": params})
+    assert r.status_code == 422, r.text
+    assert error_of(r) == (422, field, rule), r.text
+
+
+@pytest.mark.parametrize("literal", ["NaN", "Infinity"])
+def test_a_non_finite_rollout_or_ref_logprob_is_refused_with_its_path(client: TestClient, literal: str) -> None:
+    body = off_policy_batch()
+    body["params"] = {"is": {"mode": "tis"}, "kl": {"coef": 1.0}}
+    text = json.dumps(body).replace("-1.9", literal, 1)  # groups[0].trajectories[0].logprobs.rollout[2]
+    assert error_of(post(client, text)) == (422, "groups[0].trajectories[0].logprobs.rollout[2]", "finite_number")
+    text = json.dumps(body).replace("-9.0", literal, 1)  # groups[0].trajectories[0].logprobs.ref[3]
+    assert error_of(post(client, text)) == (422, "groups[0].trajectories[0].logprobs.ref[3]", "finite_number")

@@ -33,6 +33,8 @@ def trajectories(draw: Any, *, horizons: tuple[str, ...] = ("h1", "h4"), own: bo
         teacher=teacher,
         post={"default": draw(st.lists(logprob, min_size=n, max_size=n))},
         pre={"default": draw(st.lists(logprob, min_size=n, max_size=n))},
+        rollout=draw(st.lists(logprob, min_size=n, max_size=n)),
+        ref=draw(st.lists(logprob, min_size=n, max_size=n)),
         mask=mask,
         steps=steps,
         entropy=draw(st.lists(st.floats(0, 5), min_size=n, max_size=n)),
@@ -46,6 +48,7 @@ def batches(own: bool = False) -> Any:
 
 METHOD_PARAMS = {
     "grpo": st.fixed_dictionaries({"std": st.booleans()}),
+    "rloo": st.fixed_dictionaries({"scale": st.sampled_from(["group", "batch", "none"])}),
     "token_signal": st.fixed_dictionaries(
         {
             "teacher": st.just("h1"),
@@ -74,7 +77,40 @@ METHOD_PARAMS = {
     ),
     "horizon_agreement": st.fixed_dictionaries({"beta": st.floats(0, 3), "sign_aware": st.booleans()}),
 }
-methods = st.sampled_from(sorted(METHOD_PARAMS)).flatmap(lambda m: st.tuples(st.just(m), METHOD_PARAMS[m]))
+IS_PARAMS = st.one_of(
+    st.fixed_dictionaries(
+        {"mode": st.just("tis"), "level": st.sampled_from(["token", "sequence"]), "cap": st.floats(0.1, 5)}
+    ),
+    st.fixed_dictionaries(
+        {
+            "mode": st.just("mis"),
+            "level": st.sampled_from(["token", "sequence"]),
+            "low": st.floats(0, 1),
+            "high": st.floats(1, 5),
+        }
+    ),
+)
+KL_PARAMS = st.fixed_dictionaries(
+    {"coef": st.floats(0, 2), "estimator": st.sampled_from(["k1", "k2", "k3"]), "centered": st.booleans()}
+)
+# what every method also takes: the off-policy weights, the KL penalty, the batch scale
+EXTRAS = st.fixed_dictionaries(
+    {},
+    optional={"is": IS_PARAMS, "kl": KL_PARAMS, "scale": st.just("batch")},
+)
+
+
+def _with_extras(method: str) -> Any:
+    def merge(pair: tuple[dict[str, Any], dict[str, Any]]) -> dict[str, Any]:
+        params, extra = pair
+        if "scale" in extra:
+            params = {k: v for k, v in params.items() if k not in ("std", "scale")}
+        return params | extra
+
+    return st.tuples(METHOD_PARAMS[method], EXTRAS).map(merge)
+
+
+methods = st.sampled_from(sorted(METHOD_PARAMS)).flatmap(lambda m: st.tuples(st.just(m), _with_extras(m)))
 
 
 def run(method: str, params: dict[str, Any], groups: list[list[TrajectoryTokens]]) -> Any:
@@ -92,6 +128,10 @@ def per_trajectory(batch: Any, result: Any) -> list[dict[str, Any]]:
             row["r"] = s.signal.value[lo:hi]
         if s.step_signal is not None:
             row["steps"] = s.step_signal[steps.traj == t]
+        if result.is_weights is not None:
+            row["is_weights"] = result.is_weights[lo:hi]
+        if result.kl is not None:
+            row["kl"] = result.kl[lo:hi]
         out.append(row)
     return out
 
@@ -215,3 +255,100 @@ def test_grpo_centres_and_scales_each_group(rewards: Any) -> None:
         assert abs(a.mean()) < 1e-6
         if np.std(group) > 1e-3:
             np.testing.assert_allclose(np.std(a, ddof=1), 1.0, rtol=1e-5)
+
+
+@SETTINGS
+@given(batches(), METHOD_PARAMS["grpo"], IS_PARAMS)
+def test_is_weights_are_bounded_and_zero_on_masked_tokens(groups: Any, params: Any, is_params: Any) -> None:
+    batch, result = run("grpo", params | {"is": is_params}, groups)
+    w = result.is_weights
+    assert np.isfinite(w).all() and (w >= 0).all()
+    assert (w[~batch.mask] == 0).all()
+    if is_params["mode"] == "tis":
+        assert (w <= is_params["cap"]).all()
+    else:  # kept: the ratio itself, inside [low, high]; else 0
+        kept = w[w > 0]
+        assert ((kept >= is_params["low"] * (1 - 1e-12)) & (kept <= is_params["high"] * (1 + 1e-12))).all()
+    if is_params["level"] == "sequence":  # one weight per trajectory, on its unmasked tokens
+        for t in range(batch.trajectory_count):
+            lo, hi = batch.offsets[t], batch.offsets[t + 1]
+            assert len(set(w[lo:hi][batch.mask[lo:hi]].tolist())) <= 1
+
+
+@SETTINGS
+@given(batches(), KL_PARAMS)
+def test_a_centred_kl_penalty_sums_to_zero_over_the_batch(groups: Any, kl: Any) -> None:
+    batch, result = run("grpo", {"kl": kl | {"centered": True}}, groups)
+    _, plain = run("grpo", {}, groups)
+    terms = result.kl[batch.mask]
+    assert abs(terms.sum()) <= 1e-9 * max(1.0, np.abs(terms).sum())
+    np.testing.assert_allclose(
+        result.shaped.advantages, plain.shaped.advantages - kl["coef"] * result.kl, rtol=1e-12, atol=1e-12
+    )
+
+
+@SETTINGS
+@given(st.lists(st.lists(st.floats(-10, 10), min_size=2, max_size=6), min_size=1, max_size=5))
+def test_rloo_sums_to_zero_and_is_grpo_centred_times_n_over_n_minus_1(rewards: Any) -> None:
+    """A_i = R_i - mean_{j≠i} R_j = n/(n-1)·(R_i - mean R): per group the A sum to 0 (and so do
+    the per-token advantages when every trajectory has the same number of unmasked tokens)."""
+    groups = [[TrajectoryTokens(reward=r, mask=[1, 1]) for r in group] for group in rewards]
+    _, result = run("rloo", {}, groups)
+    _, centred = run("grpo", {"std": False}, groups)
+    k = 0
+    for group in rewards:
+        n = len(group)
+        a = result.scalar_advantage[k : k + n]
+        assert abs(a.sum()) <= 1e-9 * max(1.0, np.abs(group).sum())
+        np.testing.assert_allclose(a, n / (n - 1) * centred.scalar_advantage[k : k + n], rtol=1e-9, atol=1e-9)
+        assert abs(result.shaped.advantages[2 * k : 2 * (k + n)].sum()) <= 1e-8 * max(1.0, np.abs(group).sum())
+        k += n
+
+
+@SETTINGS
+@given(st.lists(st.lists(st.floats(-10, 10), min_size=2, max_size=6), min_size=1, max_size=5))
+def test_batch_scale_divides_the_centred_rewards_by_the_batch_std(rewards: Any) -> None:
+    groups = [[TrajectoryTokens(reward=r, mask=[1]) for r in group] for group in rewards]
+    _, batch = run("grpo", {"scale": "batch", "eps": 1e-9}, groups)
+    _, centred = run("grpo", {"scale": "none"}, groups)
+    flat = np.concatenate([np.asarray(g, dtype=np.float64) for g in rewards])
+    std = np.std(flat, ddof=1) if len(flat) > 1 else 1.0
+    np.testing.assert_allclose(batch.scalar_advantage * (std + 1e-9), centred.scalar_advantage, rtol=1e-9, atol=1e-9)
+
+
+@SETTINGS
+@given(
+    st.lists(
+        st.lists(st.one_of(st.none(), st.sampled_from([0.0, 0.5, 1.0])), min_size=1, max_size=5),
+        min_size=1,
+        max_size=4,
+    ),
+    st.sampled_from(["grpo", "rloo"]),
+    st.sampled_from(["group", "batch", "none"]),
+    st.randoms(use_true_random=False),
+)
+def test_null_rewards_and_singletons_get_zero_and_keep_the_order_invariance(
+    rewards: Any, method: str, scale: str, rnd: Any
+) -> None:
+    """Under null_rewards trl and singleton_groups verl nothing is refused: a null reward's A
+    is 0, the others do not depend on it, and nothing depends on the order of the batch."""
+    params = {"scale": scale, "null_rewards": "trl", "singleton_groups": "verl"}
+    groups = [[TrajectoryTokens(reward=r, mask=[1]) for r in group] for group in rewards]
+    _, result = run(method, params, groups)
+    flat = [r for group in rewards for r in group]
+    a = result.scalar_advantage
+    assert np.isfinite(a).all()
+    assert all(x == 0.0 for x, r in zip(a, flat, strict=True) if r is None)
+    kept = [[TrajectoryTokens(reward=r, mask=[1]) for r in group if r is not None] for group in rewards]
+    kept = [g for g in kept if g]
+    if kept:
+        _, without = run(method, params, kept)
+        np.testing.assert_array_equal(
+            without.scalar_advantage, [x for x, r in zip(a, flat, strict=True) if r is not None]
+        )
+    order = list(range(len(groups)))
+    rnd.shuffle(order)
+    _, shuffled = run(method, params, [groups[k] for k in order])
+    starts = np.cumsum([0] + [len(g) for g in groups])
+    expected = np.concatenate([a[starts[k] : starts[k + 1]] for k in order])
+    np.testing.assert_array_equal(shuffled.scalar_advantage, expected)

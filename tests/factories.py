@@ -29,6 +29,7 @@ Reflections as a reflector builds them (bench.retrieval.populate, bench.ui.fill)
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterable
 from types import SimpleNamespace
 from typing import Any
@@ -190,3 +191,8 @@ def exemplar_draft(
     traj = trajectory or trajectory_row(namespace)
     (exemplar,) = build_exemplars(traj, [step], settings or NamespaceSettings())  # type: ignore[arg-type]
     return exemplar.draft, exemplar.texts
+
+
+def unique(prefix: str) -> str:
+    """A name no other test uses (tests on one live server share its namespaces)."""
+    return f"{prefix}-{uuid.uuid4().hex[:12]}"

@@ -13,7 +13,7 @@ applied to the citations in Python). No ranking (vector or lexical), no renderin
 response.
 
 Export: the same keyset batches of trajectories and their steps the export reads
-(`service.export.repository`, the dataset's filter, the service's batch sizes), each trajectory
+(`store.trajectory_reader`, the dataset's filter, the service's batch sizes), each trajectory
 with its steps serialised as one orjson line.
 """
 
@@ -37,20 +37,20 @@ from domain.settings import NamespaceSettings, parse_settings
 from domain.state_text import internal_text, state_text
 from service.distill import repository as distill_repo
 from service.distill.contexts.schemas import DEFAULT_ATTEMPTS, DEFAULT_MEMORY_KINDS
-from service.export import repository as exports_repo
-from service.export.repository import MAX_IN, ExportFilters
-from service.export.service import ExportService, chunked
+from service.export.service import EXPORTED_STEP_COLUMNS, ExportService, chunked
 from service.retrieval.candidates import MIN_FETCH
 from store import retrievals as retrieval_repo
 from store import snapshots as snapshots_repo
+from store import trajectory_reader as reader
 from store.models import SnapshotEmbedding, SnapshotEvidence, SnapshotReflection, SnapshotTrajectory
+from store.trajectory_reader import MAX_IN, TrajectoryFilter
 
 # The filter each dataset's export reads its trajectories with (service/export/service.py).
 DATASET_FILTERS = {
-    "trajectories": ExportFilters(),
-    "sft": ExportFilters(status="closed", success=True),
-    "preferences": ExportFilters(status="closed", with_outcome=True),
-    "attempts": ExportFilters(status="closed", with_parent=True),
+    "trajectories": TrajectoryFilter(),
+    "sft": TrajectoryFilter(status="closed", success=True),
+    "preferences": TrajectoryFilter(status="closed", with_outcome=True),
+    "attempts": TrajectoryFilter(status="closed", with_parent=True),
 }
 _EXPORT_DEFAULTS = inspect.signature(ExportService.__init__).parameters
 BATCH_TRAJECTORIES = min(int(_EXPORT_DEFAULTS["batch_trajectories"].default), MAX_IN)
@@ -148,15 +148,17 @@ class ContextsFloor:
 
     def _reads(self, s: Session, ids: Sequence[str]) -> tuple[list[Any], dict[int, list[Any]], dict[str, list[str]]]:
         ns, spk = self.ns, self.snap.pk
-        records = distill_repo.read_trajectories(s, ns, spk, ids)
+        records = reader.read_trajectory_records(s, ns, spk, ids, distill_repo.TrajectoryRecord)
         recs = [records[i] for i in ids]
-        steps = exports_repo.read_steps(s, ns, spk, [r.pk for r in recs])
+        steps = reader.read_steps(s, ns, spk, [r.pk for r in recs], columns=EXPORTED_STEP_COLUMNS)
         members = distill_repo.list_group_members(s, ns, spk, sorted({r.group_id for r in recs if r.group_id}))
         # earlier attempts: the parent chain (a batched read per link), else the task's earlier closed ones
         chains: dict[str, list[Any]] = {r.id: [] for r in recs}
         tips = {r.id: r.parent_trajectory_id for r in recs if r.parent_trajectory_id}
         while tips:
-            found = distill_repo.read_trajectories(s, ns, spk, sorted(set(tips.values())))
+            found = reader.read_trajectory_records(
+                s, ns, spk, sorted(set(tips.values())), distill_repo.TrajectoryRecord
+            )
             nxt = {}
             for rid, parent in tips.items():
                 rec = found.get(parent)
@@ -180,7 +182,7 @@ class ContextsFloor:
                 )
         attempt_pks = sorted({a.pk for chain in chains.values() for a in chain})
         for start in range(0, len(attempt_pks), MAX_IN):
-            exports_repo.read_steps(s, ns, spk, attempt_pks[start : start + MAX_IN])
+            reader.read_steps(s, ns, spk, attempt_pks[start : start + MAX_IN], columns=EXPORTED_STEP_COLUMNS)
         return recs, steps, members
 
     def run(self, ids: Sequence[str]) -> ContextsFloorRun:
@@ -284,20 +286,18 @@ def _export_floor(engine: Engine, ns: str, snapshot_pk: int, dataset: str) -> Ex
     t0 = time.perf_counter()
     while True:
         with Session(engine) as s:
-            batch = exports_repo.read_trajectory_batch(
-                s, ns, snapshot_pk, filters, after_pk=after, limit=BATCH_TRAJECTORIES
-            )
+            batch = reader.read_trajectories(s, ns, snapshot_pk, filters, after_pk=after, limit=BATCH_TRAJECTORIES)
         if dataset == "attempts" and batch:
             with Session(engine) as s:
-                parents = exports_repo.read_trajectories_by_ids(
-                    s, ns, snapshot_pk, sorted({t["parent_trajectory_id"] for t in batch})
-                )
+                ids = sorted({t["parent_trajectory_id"] for t in batch})
+                parents = {row["id"]: row for row in reader.read_trajectories(s, ns, snapshot_pk, ids=ids)}
             rows = [p for t in batch if (p := parents.get(t["parent_trajectory_id"])) is not None] + list(batch)
         else:
             rows = list(batch)
         for chunk in chunked(rows, lambda t: t["step_count"], budget=BATCH_STEPS, most=MAX_IN):
             with Session(engine) as s:
-                steps = exports_repo.read_steps(s, ns, snapshot_pk, sorted({t["pk"] for t in chunk}))
+                pks = sorted({t["pk"] for t in chunk})
+                steps = reader.read_steps(s, ns, snapshot_pk, pks, columns=EXPORTED_STEP_COLUMNS)
             for t in chunk:
                 line = _line(t, steps[t["pk"]])
                 size += len(line)

@@ -1,4 +1,5 @@
-"""Fixtures for the client tests that need no server."""
+"""Fixtures for the client tests: a scripted fake server, and an admin client on the
+session's live server."""
 
 from __future__ import annotations
 
@@ -43,3 +44,10 @@ def make_client(fake: FakeReflexa) -> Iterator[MakeClient]:
     yield make
     for http in made:
         http.close()
+
+
+@pytest.fixture(scope="module")
+def admin(live_server: Any) -> Iterator[Client]:
+    """An admin client on the session's live server (conftest's `live_server`)."""
+    with Client(live_server.url, live_server.admin_key) as client:
+        yield client

@@ -31,8 +31,7 @@ import importlib.util
 import inspect
 import logging
 import pickle
-import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +39,8 @@ import httpx
 import pytest
 from reflexa import AsyncClient, Client, adapters, errors, models
 from reflexa import _operations as operations
+
+from tests.factories import unique
 
 RUBRIC = {
     "name": "arithmetic",
@@ -92,16 +93,6 @@ GSM8K_QUESTION = (
     "Natalia sold clips to 48 of her friends in April, and then she sold half as many clips in May. "
     "How many clips did Natalia sell altogether in April and May?"
 )
-
-
-def unique(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:10]}"
-
-
-@pytest.fixture(scope="module")
-def admin(live_server: Any) -> Iterator[Client]:
-    with Client(live_server.url, live_server.admin_key) as client:
-        yield client
 
 
 @pytest.fixture

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -26,12 +25,6 @@ def close(got: list[float] | float | None, want: list[float] | float) -> bool:
         return got is not None and not isinstance(got, list) and abs(got - want) <= TOL
     assert isinstance(got, list)
     return len(got) == len(want) and all(abs(a - b) <= TOL for a, b in zip(got, want, strict=True))
-
-
-@pytest.fixture(scope="module")
-def admin(live_server: Any) -> Iterator[Client]:
-    with Client(live_server.url, live_server.admin_key) as client:
-        yield client
 
 
 def grpo_group() -> list[Any]:

@@ -8,8 +8,6 @@ from __future__ import annotations
 import inspect
 import io
 import json
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,17 +17,9 @@ import pytest
 from reflexa import AsyncClient, Client, errors
 from reflexa import _operations as operations
 
+from tests.factories import unique
+
 HALL = {"observation": "a hall", "data": {"room": "hall"}}
-
-
-def unique(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:12]}"
-
-
-@pytest.fixture(scope="module")
-def admin(live_server: Any) -> Iterator[Client]:
-    with Client(live_server.url, live_server.admin_key) as client:
-        yield client
 
 
 def post(admin: Client, path: str, body: dict[str, Any]) -> None:

@@ -11,8 +11,6 @@ import os
 import subprocess
 import sys
 import time
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, get_args
 
@@ -22,18 +20,9 @@ from reflexa import AsyncClient, Client, cli, errors, models
 from reflexa import _operations as operations
 
 from tests.conftest import start_server
+from tests.factories import unique
 
 STEP = {"state": {"observation": "a room with a door"}, "action": "open door", "reward": 0.0}
-
-
-def unique(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:12]}"
-
-
-@pytest.fixture(scope="module")
-def admin(live_server: Any) -> Iterator[Client]:
-    with Client(live_server.url, live_server.admin_key) as client:
-        yield client
 
 
 @pytest.fixture

@@ -10,8 +10,6 @@ Every test works in a namespace of its own, so they share one server safely.
 from __future__ import annotations
 
 import json
-import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -19,15 +17,7 @@ import pytest
 from reflexa import AsyncClient, Client, errors, models
 from reflexa import _operations as operations
 
-
-def unique(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:12]}"
-
-
-@pytest.fixture(scope="module")
-def admin(live_server: Any) -> Iterator[Client]:
-    with Client(live_server.url, live_server.admin_key) as client:
-        yield client
+from tests.factories import unique
 
 
 @pytest.fixture

@@ -149,28 +149,9 @@ def read_trajectories(
 ) -> list[RowMapping]:
     """The matching trajectories as the view holds them (one created after the
     snapshot is absent), in pk order (newest first if asked): the keyset order,
-    stable under inserts. `ids` narrows to those (read MAX_IN at a time: the order
-    holds within each chunk; callers by id key the rows by id)."""
-    if ids is not None and len(ids) > MAX_IN:
-        unique = sorted(set(ids))
-        return [
-            row
-            for start in range(0, len(unique), MAX_IN)
-            for row in read_trajectories(
-                session,
-                namespace,
-                snapshot_pk,
-                where,
-                ids=unique[start : start + MAX_IN],
-                columns=columns,
-                after_pk=after_pk,
-                before_pk=before_pk,
-                newest_first=newest_first,
-                limit=limit,
-            )
-        ]
-    if ids is not None and not ids:
-        return []
+    stable under inserts. `ids` narrows to those, read MAX_IN at a time (the order
+    holds within each chunk; callers by id key the rows by id, and take no limit)."""
+    assert ids is None or limit is None, "a limit per chunk of ids would mean nothing"
     stmt = _trajectory_statement(
         namespace,
         snapshot_pk,
@@ -183,13 +164,18 @@ def read_trajectories(
         limit,
     )
     params: dict[str, Any] = {}
-    if ids is not None:
-        params["ids"] = sorted(set(ids))
     if after_pk is not None:
         params["after_pk"] = after_pk
     if before_pk is not None:
         params["before_pk"] = before_pk
-    return list(session.execute(stmt, params).mappings())
+    if ids is None:
+        return list(session.execute(stmt, params).mappings())
+    unique = sorted(set(ids))
+    return [
+        row
+        for start in range(0, len(unique), MAX_IN)
+        for row in session.execute(stmt, {**params, "ids": unique[start : start + MAX_IN]}).mappings()
+    ]
 
 
 @lru_cache(maxsize=128)
@@ -217,11 +203,16 @@ def read_steps(
     `trajectory_pk`."""
     out: dict[int, list[RowMapping]] = {pk: [] for pk in trajectory_pks}
     unique = sorted(out)
+    stmt = _steps_statement(namespace, snapshot_pk, columns)
     for start in range(0, len(unique), MAX_IN):
-        stmt = _steps_statement(namespace, snapshot_pk, columns)
         for row in session.execute(stmt, {"pks": unique[start : start + MAX_IN]}).mappings():
             out[row["trajectory_pk"]].append(row)
     return out
+
+
+def record_columns(record: type[Any]) -> tuple[str, ...]:
+    """The columns a record dataclass holds: its field names."""
+    return tuple(f.name for f in fields(record))
 
 
 def read_trajectory_records(
@@ -229,8 +220,7 @@ def read_trajectory_records(
 ) -> dict[str, T]:
     """id -> the trajectory as `record`, a dataclass whose fields are view columns
     (`id` among them): plain frozen values the caller keeps after its session closes."""
-    columns = tuple(f.name for f in fields(record))  # type: ignore[arg-type]
-    rows = read_trajectories(session, namespace, snapshot_pk, ids=ids, columns=columns)
+    rows = read_trajectories(session, namespace, snapshot_pk, ids=ids, columns=record_columns(record))
     return {row["id"]: record(**row) for row in rows}
 
 
@@ -239,6 +229,6 @@ def read_step_records(
 ) -> dict[int, list[T]]:
     """trajectory pk -> its steps in order as `record`, a dataclass whose fields are
     step columns."""
-    names = tuple(f.name for f in fields(record))  # type: ignore[arg-type]
+    names = record_columns(record)
     steps = read_steps(session, namespace, snapshot_pk, trajectory_pks, columns=("trajectory_pk", *names))
     return {pk: [record(**{name: row[name] for name in names}) for row in rows] for pk, rows in steps.items()}

@@ -11,7 +11,7 @@ builds anything from them.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -143,7 +143,7 @@ def list_earlier_attempts(
         namespace,
         snapshot_pk,
         where,
-        columns=tuple(f.name for f in fields(TrajectoryRecord)),
+        columns=reader.record_columns(TrajectoryRecord),
         before_pk=before_pk,
         newest_first=True,
         limit=limit,

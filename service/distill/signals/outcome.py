@@ -72,11 +72,6 @@ def batch_std(reward: np.ndarray) -> float:
     return float(np.sqrt(np.sort((values - mean) ** 2).sum() / (len(values) - 1)))
 
 
-def grpo(reward: np.ndarray, group: np.ndarray, group_count: int, *, std: bool, eps: float) -> np.ndarray:
-    """(T,) GRPO's advantages with the group std or none; groups of one give NaN."""
-    return group_relative(reward, group, group_count, scale="group" if std else "none", eps=eps)
-
-
 def require_siblings(batch: TokenBatch, needed: np.ndarray, method: str, *, scored: bool = False) -> None:
     """Refuse the first group (in request order) of one trajectory among those that need
     siblings (with `scored`, one non-null reward)."""

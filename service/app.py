@@ -20,6 +20,7 @@ from migrations import schema_status
 from service.container import Services
 from service.distill.advantages.router import router as advantages_router
 from service.distill.contexts.router import router as distill_router
+from service.distill.prefixes.router import router as prefixes_router
 from service.distill.teacher.router import router as teacher_router
 from service.export.router import router as export_router
 from service.health.router import router as health_router
@@ -212,6 +213,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         jobs_router,
         snapshots_router,
         distill_router,
+        prefixes_router,
         advantages_router,
         export_router,
         tasks_router,

@@ -11,6 +11,7 @@ from reflectors.rubric_judge import build_rubric_judge
 from reflectors.worker import Worker, WorkerConfig
 from service.distill.advantages.service import AdvantageService
 from service.distill.contexts.service import DistillService
+from service.distill.prefixes.service import PrefixService
 from service.distill.teacher.service import TeacherService
 from service.export.service import ExportService
 from service.jobs.service import JobService
@@ -89,6 +90,7 @@ class Services:
     jobs: JobService
     snapshots: SnapshotService
     distill: DistillService
+    prefixes: PrefixService
     exports: ExportService
     tasks: TaskService
     rubrics: RubricService
@@ -138,6 +140,7 @@ class Services:
             jobs=JobService(db, namespaces),
             snapshots=snapshots,
             distill=distill,
+            prefixes=PrefixService(db, namespaces, snapshots, checker),
             exports=ExportService(db, namespaces, snapshots, settings.limits),
             tasks=TaskService(db, namespaces, snapshots),
             rubrics=RubricService(db, namespaces, snapshots, checker, judge),

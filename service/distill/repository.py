@@ -1,6 +1,6 @@
-"""Reads behind teacher contexts (service/distill): trajectories and their steps,
-rollout-group members and earlier attempts at a task (through store.trajectory_reader),
-a task's evidence card and the sources of retrieved items, each through the
+"""Reads behind teacher contexts and prefixes (service/distill): trajectories and
+their steps, rollout-group members, earlier attempts and successes at a task
+(through store.trajectory_reader), a task's evidence card and the sources of retrieved items, each through the
 snapshot views, so one query serves live reads and reads pinned to a snapshot
 (`snapshot_pk` None = live).
 
@@ -18,6 +18,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from domain.hashing import task_hash as hash_task
 from store import trajectory_reader as reader
 from store.snapshots import evidence_view, reflection_view
 from store.trajectory_reader import TrajectoryFilter
@@ -145,6 +146,24 @@ def list_earlier_attempts(
         where,
         columns=reader.record_columns(TrajectoryRecord),
         before_pk=before_pk,
+        newest_first=True,
+        limit=limit,
+    )
+    return [TrajectoryRecord(**row) for row in rows]
+
+
+def list_successes(
+    session: Session, namespace: str, snapshot_pk: int | None, task: str, *, limit: int
+) -> list[TrajectoryRecord]:
+    """The task's closed successful trajectories (as the snapshot saw them), newest
+    first, at most `limit`."""
+    where = TrajectoryFilter(task_hash=hash_task(task), task=task, status="closed", success=True)
+    rows = reader.read_trajectories(
+        session,
+        namespace,
+        snapshot_pk,
+        where,
+        columns=reader.record_columns(TrajectoryRecord),
         newest_first=True,
         limit=limit,
     )

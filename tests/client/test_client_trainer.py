@@ -362,6 +362,25 @@ def test_distill_contexts_refusals(admin: Client, namespace: str) -> None:
 ATTIC = "a dusty attic with a locked oak chest"
 
 
+def test_distill_prefixes_by_task_and_by_rollout(admin: Client, namespace: str) -> None:
+    memory(admin, namespace)
+    schedule = {"kind": "step_decay", "start_fraction": 1.0, "half_life_steps": 4}
+    result = admin.distill_prefixes(namespace, tasks=["open the door", "find the key"], step=4, schedule=schedule)
+    assert result.fraction == 0.5 and [e.task for e in result.entries] == ["open the door", "find the key"]
+    (door,) = result.entries[0].prefixes
+    assert (door.trajectory_id, door.total_steps, door.prefix_steps) == ("a1", 3, 1)  # ⌊0.5 · 3⌋
+    assert door.steps[0].state.observation == "a hall" and door.steps[0].action == "act on a hall"
+    # a1's own rollout group is withheld; a rollout not stored yet names its task
+    by_rollout = admin.distill_prefixes(
+        namespace, trajectories=["a2", {"task": "find the key", "id": "new"}], step=0, schedule=schedule
+    )
+    assert [e.prefixes for e in by_rollout.entries][0] == [] and by_rollout.entries[0].excluded == 1
+    assert by_rollout.entries[1].prefixes[0].trajectory_id == "b1"
+    with pytest.raises(errors.InvalidInput) as caught:  # refused before sending
+        admin.distill_prefixes(namespace, tasks=["x"], step=0, schedule={**schedule, "half_life_steps": 0})
+    assert caught.value.field == "schedule.half_life_steps"
+
+
 def test_retrieve_under_a_snapshot(live_server: Any, namespace: str) -> None:
     recorder = Recorder()
     with recording_client(live_server, namespace, recorder) as client:

@@ -315,6 +315,14 @@ class DistillSettings(RequestModel):
     )
 
 
+class EntryPrefixes(ResponseModel):
+    task: str
+    trajectory_id: str | None = Field(None, description="the rollout asked for (trajectories); null for tasks")
+    prefixes: list[Prefix]
+    candidates: int = Field(description="successful trajectories of the task read (the newest, at most 256)")
+    excluded: int = Field(description="of them, withheld by the leakage guards")
+
+
 class ErrorDetail(ResponseModel):
     type: str = Field(description="what kind of error: invalid_input, unauthorized, not_found, conflict, …")
     message: str
@@ -573,6 +581,62 @@ class PlainContext(ResponseModel):
     messages: list[ChatMessage] | None = Field(None, description="null when `include` leaves it out")
     omitted_steps: int = Field(0, description="earlier steps dropped by history_max_chars")
     tokens: int | None = Field(None, description="tokens of `text` (with a tokenizer configured)")
+
+
+class Prefix(ResponseModel):
+    trajectory_id: str = Field(description="the stored successful trajectory replayed")
+    reward: float | None = None
+    total_steps: int
+    prefix_steps: int = Field(description="min(total_steps − 1, ⌊fraction · total_steps⌋)")
+    steps: list[PrefixStep] = Field(description="its first prefix_steps steps, to replay before the policy acts")
+
+
+class PrefixLeakage(RequestModel):
+    """The guards of contexts that apply to prefixes (a prefix is of the same task by
+    design): never the trajectory itself or a member of its rollout group.
+    """
+
+    allow_same_trajectory: bool | None = False
+    allow_same_group: bool | None = False
+
+
+class PrefixStep(ResponseModel):
+    index: int
+    state: StateRead
+    internal_state: str | None = None
+    action: str | dict[str, Any]
+    result: str | None = None
+    error: str | None = None
+    reward: float | None = None
+
+
+class PrefixTrajectory(RequestModel):
+    """The rollout a prefix is wanted for: a stored trajectory by `{"id"}` alone, or
+    the task (with the id and rollout group the trainer will give it, for the guards).
+    """
+
+    id: ClientId | None = None
+    task: str | None = Field(None, min_length=1, description="inline: the task; a stored trajectory gives only id")
+    group_id: ClientId | None = Field(None, description="inline: its rollout group (stored ones of it are excluded)")
+
+
+class PrefixesRequest(RequestModel):
+    snapshot: ClientId | None = Field(None, description="read trajectories as pinned by this snapshot")
+    tasks: list[str] | None = Field(None, min_length=1, description="prefixes per task (no guard applies)")
+    trajectories: list[PrefixTrajectory] | None = Field(
+        None, min_length=1, description="prefixes for each of these rollouts' tasks, with the leakage guards"
+    )
+    step: int = Field(ge=0, description="the trainer's step, which the schedule decays with")
+    schedule: StepDecay
+    k: int | None = Field(1, ge=1, le=16, description="prefixes per entry, best first")
+    leakage: PrefixLeakage | None = None
+
+
+class PrefixesResponse(ResponseModel):
+    snapshot: str | None = None
+    step: int
+    fraction: float = Field(description="the schedule's share at this step")
+    entries: list[EntryPrefixes] = Field(description="one per task or trajectory asked for, in request order")
 
 
 class RankingSettings(RequestModel):
@@ -948,6 +1012,15 @@ class Step(RequestModel):
     metadata: dict[str, Any] | None = None
 
 
+class StepDecay(RequestModel):
+    """fraction(step) = max(min_fraction, start_fraction · 2^(−step / half_life_steps))."""
+
+    kind: str
+    start_fraction: float = Field(gt=0.0, le=1.0, description="the share of steps replayed at trainer step 0")
+    half_life_steps: float = Field(gt=0.0, description="trainer steps after which the share has halved")
+    min_fraction: float | None = Field(0.0, ge=0.0, le=1.0, description="the share never falls below this")
+
+
 class StepRead(ResponseModel):
     index: int
     state: StateRead
@@ -1243,6 +1316,7 @@ __all__ = [
     "CriterionScore",
     "Diagnostics",
     "DistillSettings",
+    "EntryPrefixes",
     "ErrorDetail",
     "ErrorResponse",
     "EvidenceCardSettings",
@@ -1269,6 +1343,12 @@ __all__ = [
     "Outcome",
     "OutcomeRead",
     "PlainContext",
+    "Prefix",
+    "PrefixesRequest",
+    "PrefixesResponse",
+    "PrefixLeakage",
+    "PrefixStep",
+    "PrefixTrajectory",
     "RankingSettings",
     "ReflectionRead",
     "ReflectionSettings",
@@ -1310,6 +1390,7 @@ __all__ = [
     "Stats",
     "Step",
     "StepContexts",
+    "StepDecay",
     "StepRead",
     "StepsAppend",
     "StepsAppended",

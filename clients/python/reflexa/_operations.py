@@ -38,6 +38,8 @@ from reflexa.models import (
     NamespaceSettings,
     Outcome,
     Page,
+    PrefixesRequest,
+    PrefixesResponse,
     RenderOptions,
     RetrievalOutcome,
     RetrievalOutcomeReport,
@@ -544,6 +546,39 @@ def distill_contexts(
     ]
     # A read: nothing is logged or credited, so a repeat is harmless (and under a snapshot, identical).
     return Operation("POST", f"{_namespace(namespace)}/distill/contexts", _reader(ContextsResult), body=body)
+
+
+def distill_prefixes(
+    namespace: str,
+    *,
+    step: int,
+    schedule: Mapping[str, Any],
+    tasks: Sequence[str] | None,
+    trajectories: Sequence[str | Mapping[str, Any]] | None,
+    k: int | None,
+    snapshot: str | None,
+    leakage: Mapping[str, Any] | None,
+) -> Operation[PrefixesResponse]:
+    """POST …/distill/prefixes. Stored trajectories may be given by id alone (a string)."""
+    for name, value in (("tasks", tasks), ("trajectories", trajectories)):
+        if isinstance(value, str | Mapping):
+            raise InvalidInput(f"{name} must be a list, not one {type(value).__name__}", field=name)
+    request = coerce(
+        PrefixesRequest,
+        {
+            "snapshot": snapshot,
+            "tasks": list(tasks) if tasks is not None else None,
+            "trajectories": None
+            if trajectories is None
+            else [{"id": t} if isinstance(t, str) else dict(t) for t in trajectories],
+            "step": step,
+            "schedule": dict(schedule),
+            "k": k,
+            "leakage": leakage,
+        },
+    )
+    # A read: nothing is logged, so a repeat is harmless (and under a snapshot, identical).
+    return Operation("POST", f"{_namespace(namespace)}/distill/prefixes", _reader(PrefixesResponse), body=dump(request))
 
 
 # --- teacher scoring ------------------------------------------------------------------------

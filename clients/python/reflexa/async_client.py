@@ -52,6 +52,7 @@ from reflexa.models import (
     Namespace,
     NamespaceSettings,
     Page,
+    PrefixesResponse,
     RetrievalOutcome,
     RetrieveRequest,
     RetrieveResult,
@@ -650,6 +651,39 @@ class AsyncClient:
                 history_max_chars=history_max_chars,
                 include=include,
                 steps=steps,
+            )
+        )
+
+    async def distill_prefixes(
+        self,
+        namespace: str | None,
+        *,
+        step: int,
+        schedule: Mapping[str, Any],
+        tasks: Sequence[str] | None = None,
+        trajectories: Sequence[str | Mapping[str, Any]] | None = None,
+        k: int | None = None,
+        snapshot: str | None = None,
+        leakage: Mapping[str, Any] | None = None,
+    ) -> PrefixesResponse:
+        """Prefix replay (ReOPD): per task — or per rollout, with the leakage guards —
+        the first steps of the task's best stored successes, as many as the schedule
+        gives at the trainer's ``step`` (``{"kind": "step_decay", "start_fraction",
+        "half_life_steps", "min_fraction"?}``: the share halves every half-life). Give
+        ``tasks`` or ``trajectories`` (stored ones by id, or ``{"task", "id"?,
+        "group_id"?}`` for a rollout not stored yet). Nothing is logged, so retries are
+        safe; under ``snapshot`` the answer is the same every time.
+        """
+        return await self._transport.send(
+            ops.distill_prefixes(
+                self._ns(namespace),
+                step=step,
+                schedule=schedule,
+                tasks=tasks,
+                trajectories=trajectories,
+                k=k,
+                snapshot=snapshot,
+                leakage=leakage,
             )
         )
 

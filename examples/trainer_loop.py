@@ -77,11 +77,11 @@ from typing import Any, TextIO
 
 import torch
 from reflexa import Client, errors, models
-from tokenizers import Tokenizer, normalizers, pre_tokenizers, processors
-from tokenizers import models as tokenizer_models
-from transformers import LlamaConfig, LlamaForCausalLM
+from tokenizers import Tokenizer
+from transformers import LlamaForCausalLM
 
 from examples.common.server import EmbeddedServer
+from examples.common.tiny_lm import BOS, DIGITS, PAD, UNK, ActionPolicy, tiny_llama, word_tokenizer
 from examples.tiny_teacher_server import TeacherEndpoint, serve_completions
 
 # --- the environment: say the colour each lamp shows -----------------------------------------
@@ -142,9 +142,9 @@ class Panel:
 
 # --- the tokenizer and the tiny models ---------------------------------------------------------
 
-PAD, BOS, UNK = "[PAD]", "[BOS]", "[UNK]"
 # Every word of the lamp panels' texts and of the default context template's fixed
-# parts (docs/trainers.md, "Teacher contexts"); anything else is [UNK].
+# parts (docs/trainers.md, "Teacher contexts"); anything else is [UNK]. The order
+# fixes the token ids, and with them the runs docs/trainers.md reports.
 _WORDS = """
 you are an agent working on a task choose the next action name colour each lamp on panel right wrong named
 but a b c d red blue green yellow
@@ -155,48 +155,17 @@ hindsight step steps ahead this went on reveal after it tells happened not right
 reason the ended had no recorded earlier omitted action withheld did reach within moves when avoid prefer
 from led worked and or with by for at is in lower bound rate
 """
-WORDS = _WORDS.split()
 _PUNCTUATION = ". , : ; ( ) [ ] - + / ' ? ! % = < > _ *"
-PUNCTUATION = _PUNCTUATION.split()
-DIGITS = [str(i) for i in range(10)]
-VOCAB = [PAD, BOS, UNK] + list(dict.fromkeys(WORDS + PUNCTUATION + DIGITS))
+VOCAB = [PAD, BOS, UNK, *dict.fromkeys(_WORDS.split() + _PUNCTUATION.split() + DIGITS)]
 
 
 def build_tokenizer() -> Tokenizer:
-    """Lower-cased words split on whitespace and at each punctuation mark, numbers into digits,
-    unknown words [UNK], [BOS] first when special tokens are asked for (how
-    contexts are tokenized)."""
-    vocab = {token: i for i, token in enumerate(VOCAB)}
-    tokenizer = Tokenizer(tokenizer_models.WordLevel(vocab=vocab, unk_token=UNK))
-    tokenizer.normalizer = normalizers.Lowercase()
-    tokenizer.pre_tokenizer = pre_tokenizers.Sequence(
-        [
-            pre_tokenizers.WhitespaceSplit(),
-            pre_tokenizers.Punctuation(behavior="isolated"),
-            pre_tokenizers.Digits(individual_digits=True),
-        ]
-    )
-    tokenizer.add_special_tokens([PAD, BOS, UNK])
-    tokenizer.post_processor = processors.TemplateProcessing(single=f"{BOS} $A", special_tokens=[(BOS, vocab[BOS])])
-    return tokenizer
+    return word_tokenizer(VOCAB)
 
 
 def tiny_lm(vocab_size: int, seed: int) -> LlamaForCausalLM:
     """A randomly initialised Llama: 2 layers of width 32, from a fixed seed."""
-    torch.manual_seed(seed)
-    config = LlamaConfig(
-        vocab_size=vocab_size,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        num_key_value_heads=2,
-        max_position_embeddings=2048,
-        pad_token_id=0,
-        bos_token_id=1,
-        eos_token_id=None,
-    )
-    return LlamaForCausalLM(config)
+    return tiny_llama(vocab_size, seed, width=32, layers=2)
 
 
 # --- the plain context, as Reflexa's default template writes it -------------------------------
@@ -219,41 +188,11 @@ def plain_context(task: str, history: Sequence[tuple[str, str, str]], observatio
 # --- the policy ---------------------------------------------------------------------------------
 
 
-class Policy:
-    """The LM as a policy over the action words: its next-token distribution after the
-    context, renormalised over the actions (one token each)."""
+class Policy(ActionPolicy):
+    """The LM as a policy over the four colours."""
 
     def __init__(self, model: LlamaForCausalLM, tokenizer: Tokenizer, lock: threading.Lock) -> None:
-        self.model = model
-        self.tokenizer = tokenizer
-        self.lock = lock
-        self.action_ids = [tokenizer.token_to_id(a) for a in ACTIONS]
-        self.pad = tokenizer.token_to_id(PAD)
-
-    def context_ids(self, text: str) -> list[int]:
-        return list(self.tokenizer.encode(text).ids)
-
-    def log_softmax(self, sequences: Sequence[Sequence[int]]) -> torch.Tensor:
-        """[batch, longest, vocab]: row p of sequence b is log π(· | b[:p+1]) (right padding)."""
-        longest = max(len(s) for s in sequences)
-        ids = torch.full((len(sequences), longest), self.pad, dtype=torch.long)
-        mask = torch.zeros_like(ids)
-        for b, s in enumerate(sequences):
-            ids[b, : len(s)] = torch.tensor(list(s))
-            mask[b, : len(s)] = 1
-        return torch.log_softmax(self.model(input_ids=ids, attention_mask=mask).logits.float(), dim=-1)
-
-    def action_logprobs(self, contexts: Sequence[Sequence[int]]) -> torch.Tensor:
-        """[batch, actions]: log π(action | context), renormalised over the actions (with the graph)."""
-        rows = self.log_softmax(contexts)
-        last = torch.stack([rows[b, len(c) - 1, self.action_ids] for b, c in enumerate(contexts)])
-        return torch.log_softmax(last, dim=-1)
-
-    def sample(self, contexts: Sequence[list[int]], generator: torch.Generator) -> list[int]:
-        """An action index per context, sampled from the renormalised distribution."""
-        with self.lock, torch.no_grad():
-            last = self.action_logprobs(contexts)
-        return torch.multinomial(last.exp(), 1, generator=generator)[:, 0].tolist()
+        super().__init__(model, tokenizer, ACTIONS, lock)
 
 
 def perfect_contexts(policy: Policy) -> list[tuple[list[int], int]]:

@@ -1,12 +1,13 @@
 """The task family of the ablation, "doors": corridors of rooms whose one open door
 follows a hidden rule, discoverable only by trying.
 
-A room names two or three objects and has three doors; the open door's colour is
-fixed by the *first* object named, through a mapping object → colour drawn once per
-family seed and stated nowhere. A wrong door is locked and the episode goes on
-within its step budget. Every possible room goes to the training pool or the
-never-trained pool, and each split's tasks are drawn from its own pool: a
-never-trained task has no room seen in training, so only the rule carries over.
+A room has a look (dusty, bright, …), one object on the floor and three doors; the
+open door's colour is fixed by the object, through a mapping object → colour drawn
+once per family seed and stated nowhere. A wrong door is locked and the episode
+goes on within its step budget. Every possible room (look × object) goes to the
+training pool or the never-trained pool, and each split's tasks are drawn from its
+own pool: a never-trained task has no room seen in training, so only the rule
+carries over.
 
 Everything is a pure function of the family seed.
 """
@@ -18,13 +19,14 @@ import random
 from dataclasses import dataclass, field
 
 OBJECTS = ("lamp", "key", "map", "coin", "rope", "bell", "cup", "book")
+LOOKS = ("dusty", "bright", "cold", "quiet", "narrow", "wide", "dark", "warm")
 DOORS = ("red", "blue", "green")
 ROOMS_PER_TASK = 3
 STEP_BUDGET = 4
 TRY_COST = 0.1  # outcome reward lost per locked door tried
-HELD_OUT_SHARE = 1 / 3  # of every possible room, the share kept for never-trained tasks
+HELD_OUT_LOOKS = 3  # of each object's 8 rooms, kept for never-trained tasks
 
-Room = tuple[str, ...]  # its objects in the order named; the first decides
+Room = tuple[str, str]  # (look, object): the object decides
 
 
 @dataclass(frozen=True)
@@ -46,37 +48,38 @@ class Family:
     held_out: tuple[Task, ...]
 
     def door(self, room: Room) -> str:
-        return self.rule[room[0]]
+        return self.rule[room[1]]
 
 
 def every_room() -> list[Room]:
-    """Each ordered choice of 2 or 3 distinct objects (56 + 336 rooms)."""
-    return [r for n in (2, 3) for r in itertools.permutations(OBJECTS, n)]
+    """Each look with each object (64 rooms)."""
+    return list(itertools.product(LOOKS, OBJECTS))
 
 
 def make_family(seed: int, n_train: int = 48, n_held_out: int = 24) -> Family:
+    """The rule and the tasks of one family. Rooms are drawn per task without
+    repetition inside a task; a split's rooms recur across its tasks."""
     rng = random.Random(f"doors/{seed}")
     objects = list(OBJECTS)
     rng.shuffle(objects)
     rule = {o: DOORS[i % len(DOORS)] for i, o in enumerate(objects)}  # 3, 3 and 2 objects per colour
-    rooms = every_room()
-    rng.shuffle(rooms)
-    cut = round(len(rooms) * HELD_OUT_SHARE)
-    held_rooms, train_rooms = rooms[:cut], rooms[cut:]
+    held_rooms: list[Room] = []
+    train_rooms: list[Room] = []
+    for thing in OBJECTS:  # each object keeps HELD_OUT_LOOKS of its looks for never-trained rooms
+        looks = list(LOOKS)
+        rng.shuffle(looks)
+        held_rooms += [(look, thing) for look in looks[:HELD_OUT_LOOKS]]
+        train_rooms += [(look, thing) for look in looks[HELD_OUT_LOOKS:]]
 
     def tasks(pool: list[Room], n: int, prefix: str) -> tuple[Task, ...]:
-        picked = rng.sample(pool, n * ROOMS_PER_TASK)  # no room twice within a split
-        return tuple(
-            Task(f"{prefix}{i:02d}", tuple(picked[i * ROOMS_PER_TASK : (i + 1) * ROOMS_PER_TASK])) for i in range(n)
-        )
+        return tuple(Task(f"{prefix}{i:02d}", tuple(rng.sample(pool, ROOMS_PER_TASK))) for i in range(n))
 
     return Family(seed, rule, tasks(train_rooms, n_train, "t"), tasks(held_rooms, n_held_out, "h"))
 
 
 def describe(room: Room) -> str:
-    names = [f"a {o}" for o in room]
-    listed = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
-    return f"you see {listed}"
+    look, thing = room
+    return f"a {look} room. on the floor lies a {thing}"
 
 
 @dataclass

@@ -128,7 +128,6 @@ def test_grpo_advantages_are_the_servers_and_equal_trls(
 ) -> None:
     torch.manual_seed(0)
     model, tokenizer = tiny_model_and_tokenizer()
-    spies = Spies(monkeypatch, reflexa)
     trainer = ReflexaGRPOTrainer(
         model=model,
         reward_funcs=[words, has_42],
@@ -139,6 +138,7 @@ def test_grpo_advantages_are_the_servers_and_equal_trls(
         method="grpo",
     )
     assert trainer.reflexa_params == {"null_rewards": "trl", "scale": scale, "eps": 1e-4}
+    spies = Spies(monkeypatch, reflexa)
     trainer.train()
     assert trainer.state.global_step == 2
     assert len(spies.responses) == len(spies.trl) == len(spies.loss_inputs) == 2  # one generation per step
@@ -182,7 +182,6 @@ def test_grpo_advantages_are_the_servers_and_equal_trls(
 def test_rloo_with_the_servers_params(reflexa: Client, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     torch.manual_seed(1)
     model, tokenizer = tiny_model_and_tokenizer()
-    spies = Spies(monkeypatch, reflexa)
     trainer = ReflexaGRPOTrainer(
         model=model,
         reward_funcs=[words],
@@ -192,6 +191,7 @@ def test_rloo_with_the_servers_params(reflexa: Client, tmp_path: Path, monkeypat
         reflexa=reflexa,
         method="rloo",
     )
+    spies = Spies(monkeypatch, reflexa)
     trainer.train()
     [request], [response] = spies.requests, spies.responses
     assert request["params"] == {"null_rewards": "trl"}
@@ -230,10 +230,9 @@ def test_token_signal_uses_per_token_advantages(
     torch.manual_seed(2)
     model, tokenizer = tiny_model_and_tokenizer()
     initial = copy.deepcopy(model)  # the policy at the first generation (the teacher when scorer is policy)
-    client = reflexa
-    if scorer == "reflexa":
-        client = request.getfixturevalue("teacher_server")(initial, tokenizer, reflexa)
-    spies = Spies(monkeypatch, client)
+    client, endpoint = reflexa, None
+    if scorer == "reflexa":  # the initial policy, frozen, as the server's teacher endpoint
+        client, endpoint = request.getfixturevalue("teacher_server")(initial, tokenizer, reflexa)
     trainer = ReflexaGRPOTrainer(
         model=model,
         reward_funcs=[length],
@@ -245,6 +244,7 @@ def test_token_signal_uses_per_token_advantages(
         params={"beta": 0.5, "clip": 2.0},
         teacher=TeacherSignal("memory", scorer=scorer),  # type: ignore[arg-type]
     )
+    spies = Spies(monkeypatch, client)
     trainer.train()
     assert trainer.state.global_step == 2 and len(spies.responses) == 2
     for step, rows, used in spies.used():
@@ -286,6 +286,9 @@ def test_token_signal_uses_per_token_advantages(
     outcome = (r[1] - (r[0] + r[1]) / 2) / (abs(r[0] - r[1]) / 2**0.5 + 1e-4)  # ddof-1 std of two: |a - b| / sqrt 2
     served = spies.responses[0].trajectories[1]
     assert served.advantage == pytest.approx(outcome, abs=1e-9)
+    if endpoint is not None:  # every scored completion of both steps went to the endpoint
+        scored = sum(int(n > 0) for batch in spies.loss_inputs for n in batch["completion_mask"].sum(dim=1).tolist())
+        assert endpoint.sequences == scored
     for t in range(size):
         gap = max(-2.0, min(2.0, teacher[t] - student[t]))
         assert served.advantages[t] == pytest.approx(outcome + 0.5 * gap, abs=1e-4)
@@ -303,7 +306,7 @@ def teacher_server(tmp_path: Path) -> Iterator[Any]:
 
     stack = ExitStack()
 
-    def make(model: Any, tokenizer: Any, like: Client) -> Client:
+    def make(model: Any, tokenizer: Any, like: Client) -> tuple[Client, Any]:
         endpoint = stack.enter_context(serve_completions(model, tokenizer.backend_tokenizer))
         url = f"sqlite:///{tmp_path / 'teacher.db'}"
         upgrade(url)
@@ -312,7 +315,7 @@ def teacher_server(tmp_path: Path) -> Iterator[Any]:
         namespace = like.config.namespace_or_default(None)
         client = stack.enter_context(Client(server.url, server.admin_key, namespace=namespace))
         client.create_namespace(namespace)
-        return client
+        return client, endpoint
 
     with stack:
         yield make

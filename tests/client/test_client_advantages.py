@@ -217,3 +217,16 @@ async def test_async(live_server: Any) -> None:
         with pytest.raises(errors.InvalidInput) as caught:
             await client.distill_advantages("step_shaping", grpo_group(), params={"lamda": 0.5})
         assert caught.value.field == "params.lamda"
+
+
+def test_a_null_reward_is_sent_as_null() -> None:
+    """params.null_rewards "trl": an unscored trajectory goes as `reward: null`, not left out
+    (the request body drops other unset optionals)."""
+    from reflexa import _operations
+
+    groups = [{"group_id": "g", "trajectories": [{"id": "a", "reward": None}, {"id": "b", "reward": 1}]}]
+    body = _operations.distill_advantages("grpo", groups, params={"null_rewards": "trl"}).body
+    assert body is not None and json.loads(json.dumps(body))["groups"][0]["trajectories"] == [
+        {"id": "a", "reward": None},
+        {"id": "b", "reward": 1.0},
+    ]

@@ -678,8 +678,14 @@ def distill_advantages(
             "groups": [coerce(AdvantageGroup, group, field=f"groups[{i}]") for i, group in enumerate(groups)],
         },
     )
+    body = dump(request)
+    # A null reward is meaningful (unscored: params.null_rewards "trl"); dump leaves nulls out.
+    for group, sent in zip(request.groups, body["groups"], strict=True):
+        for trajectory, out in zip(group.trajectories, sent["trajectories"], strict=True):
+            if trajectory.reward is None:
+                out["reward"] = None
     # Pure arithmetic on what is sent: the same body gives the same answer, so a repeat is harmless.
-    return Operation("POST", "/v1/distill/advantages", _reader(AdvantagesResponse), body=dump(request))
+    return Operation("POST", "/v1/distill/advantages", _reader(AdvantagesResponse), body=body)
 
 
 # --- rubric rewards -------------------------------------------------------------------------

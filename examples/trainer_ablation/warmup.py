@@ -1,0 +1,155 @@
+"""The supervised warm-up every condition of a seed starts from: it teaches the
+format and how to read a hint, never the family's rule.
+
+Warm-up worlds are doors worlds with rules of their own (a fresh random mapping
+object → door each), whose random-policy episodes are stored in a namespace of
+their own, so Reflexa's memory of a world holds hints about that world only. An
+example is a step of a new episode in that world: its prompt with the memory block
+Reflexa renders (target: the world's door for the room, cross-entropy), or its
+plain prompt (target: uniform over the doors, so that without a hint the policy
+starts as a coin toss). A world kept out of training measures how well the policy
+reads hints (greedy accuracy with the memory block) and that it does not act on
+the plain prompt (accuracy near 1/3).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from reflexa import Client, errors
+
+from examples.common.tiny_lm import ActionPolicy
+from examples.trainer_ablation.doors import DOORS, OBJECTS, Episode, Family, Task, every_room
+from examples.trainer_ablation.episodes import MEMORY_PROMPT, PLACEHOLDER
+
+WORLDS = 4  # training worlds; one more is held out
+TASKS_PER_WORLD = 16
+EPISODES_PER_TASK = 3
+PROBES_PER_WORLD = 96
+BATCH = 32
+LEARNING_RATE = 1e-3
+
+
+@dataclass(frozen=True)
+class Example:
+    prompt: list[int]
+    door: int | None  # None: the plain prompt, target uniform
+
+
+@dataclass(frozen=True)
+class WarmupReport:
+    steps: int
+    hint_accuracy: float  # held-out world, greedy, with the memory block
+    plain_accuracy: float  # held-out world, greedy, plain prompt
+    informative_share: float  # held-out probes whose memory names a door that opened for the object
+    final_loss: float
+
+
+def world(seed: int, w: int) -> Family:
+    rng = random.Random(f"warmup/{seed}/{w}")
+    rule = {o: rng.choice(DOORS) for o in OBJECTS}
+    rooms = every_room()
+    tasks = tuple(Task(f"w{w}x{i:02d}", tuple(rng.sample(rooms, 3))) for i in range(TASKS_PER_WORLD))
+    return Family(seed=-1, rule=rule, train=tasks, held_out=())
+
+
+def _store_random_episodes(client: Client, namespace: str, family: Family, rng: random.Random) -> None:
+    items = []
+    for task in family.train:
+        for e in range(EPISODES_PER_TASK):
+            ep, steps = Episode(family, task), []
+            while not ep.done:
+                observation, door = ep.observation(), rng.choice(DOORS)
+                result, reward = ep.step(door)
+                step = {"state": {"observation": observation}, "action": door, "result": result, "reward": reward}
+                steps.append(step)
+            items.append(
+                {
+                    "id": f"{task.id}-e{e}",
+                    "task": task.text,
+                    "steps": steps,
+                    "outcome": {"success": ep.success, "reward": ep.reward},
+                }
+            )
+    client.create_trajectories(namespace, items)
+    with contextlib.suppress(errors.ConsistencyTimeout):  # searchable before the probes read memory
+        client.retrieve(namespace, items[0]["steps"][0]["state"]["observation"], kinds=["exemplar"], k=1)
+
+
+def _probes(client: Client, namespace: str, family: Family, policy: ActionPolicy, rng: random.Random) -> list[Any]:
+    """(memory prompt, plain prompt, the right door, informative) at random steps of
+    new episodes (a random history before them)."""
+    inline, truth = [], []
+    for p in range(PROBES_PER_WORLD):
+        task = rng.choice(family.train)
+        ep, steps = Episode(family, task), []
+        for _ in range(rng.randrange(3)):
+            if ep.done:
+                break
+            observation, door = ep.observation(), rng.choice(DOORS)
+            result, _ = ep.step(door)
+            steps.append({"state": {"observation": observation}, "action": door, "result": result})
+        if ep.done:
+            continue
+        room = task.rooms[ep.room]
+        steps.append({"state": {"observation": ep.observation()}, "action": PLACEHOLDER})
+        inline.append({"id": f"probe-{p}", "task": task.text, "steps": steps})
+        truth.append((len(steps) - 1, family.door(room), room[1]))
+    answer = client.distill_contexts(
+        namespace, inline, [MEMORY_PROMPT], leakage={"allow_same_task": True}, include=["text"]
+    )
+    out = []
+    for contexts, (index, door, thing) in zip(answer.trajectories, truth, strict=True):
+        here = next(c for c in contexts.steps if c.index == index)
+        memory = here.teachers["memory"].text or ""
+        informative = f"lies a {thing}" in memory and f"the {door} door opens" in memory
+        plain = policy.context_ids(here.plain.text or "")
+        out.append((policy.context_ids(memory), plain, DOORS.index(door), informative))
+    return out
+
+
+def warm_up(client: Client, policy: ActionPolicy, seed: int, steps: int, namespace_prefix: str) -> WarmupReport:
+    rng = random.Random(f"warmup-episodes/{seed}")
+    train: list[Example] = []
+    held: list[Any] = []
+    for w in range(WORLDS + 1):
+        namespace = f"{namespace_prefix}-w{w}"
+        client.create_namespace(namespace)
+        family = world(seed, w)
+        _store_random_episodes(client, namespace, family, rng)
+        probes = _probes(client, namespace, family, policy, rng)
+        if w == WORLDS:
+            held = probes
+            continue
+        for memory, plain, door, _ in probes:
+            train += [Example(memory, door), Example(plain, None)]
+    optimizer = torch.optim.Adam(policy.model.parameters(), lr=LEARNING_RATE)
+    order = random.Random(f"warmup-order/{seed}")
+    loss_value = float("nan")
+    for _ in range(steps):
+        batch = order.sample(train, min(BATCH, len(train)))
+        logprobs = policy.action_logprobs([e.prompt for e in batch])
+        terms = [
+            -logprobs[i, e.door] if e.door is not None else -logprobs[i].mean()  # uniform target: mean log-prob
+            for i, e in enumerate(batch)
+        ]
+        loss = torch.stack(terms).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        loss_value = float(loss.detach())
+    with torch.no_grad():
+        hint = policy.greedy([m for m, _, _, _ in held])
+        plain = policy.greedy([p for _, p, _, _ in held])
+    doors = [d for _, _, d, _ in held]
+    return WarmupReport(
+        steps=steps,
+        hint_accuracy=sum(a == d for a, d in zip(hint, doors, strict=True)) / len(doors),
+        plain_accuracy=sum(a == d for a, d in zip(plain, doors, strict=True)) / len(doors),
+        informative_share=sum(i for *_, i in held) / len(held),
+        final_loss=loss_value,
+    )

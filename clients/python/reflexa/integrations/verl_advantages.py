@@ -37,8 +37,11 @@ Two ways in:
 - methods that read log-probs (token_signal, direct_opd, step_shaping,
   horizon_agreement, or params.kl / params.is) need more than a registered
   estimator is given: :func:`patch_compute_advantage` replaces verl's
-  ``compute_advantage`` (ray_trainer's, which RayPPOTrainer.fit calls with the whole
-  batch) for one estimator name, and leaves every other name to verl.
+  ``compute_advantage`` for one estimator name, and leaves every other name to
+  verl. The v1 trainer (verl 0.9's default) hands it only the old, rollout and
+  reference log-probs, so there the teacher is a column among those
+  (``teacher="ref_log_prob"``: a reference worker serving the teacher); the legacy
+  RayPPOTrainer (``trainer.use_v1=False``) hands it the whole batch.
 
 The client comes from the environment (``REFLEXA_URL``, ``REFLEXA_API_KEY``: a key
 with the distill permission) unless one is given. torch is imported only by the
@@ -231,14 +234,37 @@ def patch_compute_advantage(
     **limits: Any,
 ) -> None:
     """Make verl's ``compute_advantage`` answer ``algorithm.adv_estimator=NAME`` with
-    ``method`` (every other estimator goes to verl's own). Patches
-    ``verl.trainer.ppo.ray_trainer.compute_advantage``, which RayPPOTrainer.fit calls
-    with the whole batch (log-probs and the teacher column included); call it where
-    that runs (a module named in ``VERL_USE_EXTERNAL_MODULES``)."""
-    from verl.trainer.ppo import ray_trainer
+    ``method`` (every other estimator goes to verl's own). Replaces it where verl's
+    trainers call it: ``verl.trainer.ppo.ray_trainer`` (RayPPOTrainer.fit, the whole
+    batch) and ``verl.trainer.ppo.v1.utils`` (the v1 trainer, when its
+    transfer_queue is installed; it passes only uid, response_mask, rm_scores and the
+    old, rollout and reference log-probs). Call it in the processes that run them (a
+    module named in ``VERL_USE_EXTERNAL_MODULES``)."""
+    import importlib
 
-    original = getattr(ray_trainer.compute_advantage, "reflexa_original", ray_trainer.compute_advantage)
+    for module_name in PATCHED:
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError:
+            if module_name == PATCHED[0]:
+                raise
+            continue
+        original = getattr(module.compute_advantage, "reflexa_original", module.compute_advantage)
+        module.compute_advantage = _patched(original, name, method, params, client, teacher, limits)
 
+
+PATCHED = ("verl.trainer.ppo.ray_trainer", "verl.trainer.ppo.v1.utils")
+
+
+def _patched(
+    original: Callable[..., Any],
+    name: str,
+    method: str,
+    params: Mapping[str, Any] | None,
+    client: Client | None,
+    teacher: str | Mapping[str, str],
+    limits: Mapping[str, Any],
+) -> Callable[..., Any]:
     def compute_advantage(data: Any, adv_estimator: Any, *args: Any, **kwargs: Any) -> Any:
         if getattr(adv_estimator, "value", adv_estimator) != name:
             return original(data, adv_estimator, *args, **kwargs)
@@ -246,7 +272,7 @@ def patch_compute_advantage(
         return data
 
     compute_advantage.reflexa_original = original  # type: ignore[attr-defined]
-    ray_trainer.compute_advantage = compute_advantage
+    return compute_advantage
 
 
 def register() -> None:

@@ -19,7 +19,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-BENCHMARKS = ("ingest", "retrieval", "freshness", "reflect", "distill", "advantages", "ui")
+BENCHMARKS = ("ingest", "retrieval", "freshness", "reflect", "distill", "advantages", "verl_advantages", "ui")
 RESULTS_DIR = Path(__file__).resolve().parents[1] / "docs" / "benchmarks"
 
 

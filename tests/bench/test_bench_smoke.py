@@ -117,6 +117,18 @@ EXPECTED: dict[str, tuple[list[str], list[str]]] = {
             r"\| text \| 4 × 8 \| 9 \| 1 \|",  # … after text contexts (8 words and a BOS)
         ],
     ),
+    "verl_advantages": (
+        [
+            "## verl batch advantages (client splitting)",
+            "### Through the client (prepare → split requests → write-back)",
+            "### Raw floor (numpy on the padded tensors, one process)",
+        ],
+        [
+            # 4 prompts × 4 rollouts × 128 padded positions, one request each
+            *(rf"\| {m} \| 16 × 128 \| [\d,]+ \| 2,048 \| 1 \|" for m in ("grpo", "token_signal")),
+            *(rf"\| {m} \| [\d.,]+ \| [\d,]+ \|" for m in ("grpo", "token_signal")),
+        ],
+    ),
     "ui": (
         ["## Operator UI: page render times"],
         [

@@ -18,10 +18,12 @@ from urllib.parse import quote
 import httpx
 from pydantic import BaseModel, ValidationError
 
+from reflexa import _advantage_batches as batches
 from reflexa._retry import RetryMode
 from reflexa.errors import InvalidInput, InvalidResponse
 from reflexa.models import (
     AdvantageGroup,
+    AdvantageMethod,
     AdvantagesRequest,
     AdvantagesResponse,
     BatchResult,
@@ -112,6 +114,8 @@ class Operation(Generic[T]):
     read: Callable[[Any], T]
     body: dict[str, Any] | None = None
     params: dict[str, str] | None = None
+    #: A JSON body already encoded (sent as it is, instead of ``body``).
+    content: bytes | None = None
     retry: RetryMode = "idempotent"
     #: A write: its answer's ``consistency_token`` joins the client's read-your-writes
     #: session of this namespace (see :mod:`reflexa._consistency`).
@@ -686,6 +690,34 @@ def distill_advantages(
                 out["reward"] = None
     # Pure arithmetic on what is sent: the same body gives the same answer, so a repeat is harmless.
     return Operation("POST", "/v1/distill/advantages", _reader(AdvantagesResponse), body=body)
+
+
+def distill_advantages_batched(
+    method: str,
+    groups: Sequence[AdvantageGroupInput],
+    *,
+    params: Mapping[str, Any] | None,
+    limits: batches.Limits,
+) -> tuple[list[Operation[AdvantagesResponse]], list[AdvantageGroup]]:
+    """The POSTs of /v1/distill/advantages that carry these groups under ``limits``
+    (see :mod:`reflexa._advantage_batches`), and the groups as checked models."""
+    if isinstance(groups, str | Mapping):
+        raise InvalidInput(f"groups must be a list, not one {type(groups).__name__}", field="groups")
+    if params is not None and not isinstance(params, Mapping):
+        raise InvalidInput(f"params must be a mapping, not {type(params).__name__}", field="params")
+    if not groups:
+        raise InvalidInput("groups is empty; send at least one rollout group", field="groups")
+    if method not in get_args(AdvantageMethod):
+        raise InvalidInput(
+            f"method is {method!r}; one of {', '.join(get_args(AdvantageMethod))}", field="method", rule="literal"
+        )
+    models = [coerce(AdvantageGroup, group, field=f"groups[{i}]") for i, group in enumerate(groups)]
+    read = _reader(AdvantagesResponse)
+    ops = [
+        Operation("POST", "/v1/distill/advantages", read, content=r.body)
+        for r in batches.plan(method, models, params, limits)
+    ]
+    return ops, models
 
 
 # --- rubric rewards -------------------------------------------------------------------------

@@ -29,6 +29,9 @@ _sleep = time.sleep
 _async_sleep = asyncio.sleep
 
 
+_JSON = {"Content-Type": "application/json"}
+
+
 def _headers(config: ClientConfig) -> dict[str, str]:
     headers = {"Accept": "application/json", "User-Agent": f"reflexa-python/{__version__}"}
     if config.api_key:
@@ -111,7 +114,8 @@ class SyncTransport:
                     self.config.base_url + op.path,
                     params=op.params,
                     json=op.body,
-                    headers=self._headers,
+                    content=op.content,
+                    headers=self._headers if op.content is None else {**self._headers, **_JSON},
                     timeout=self.config.timeout + op.server_wait,
                 )
             except httpx.TransportError as exc:
@@ -172,7 +176,8 @@ class AsyncTransport:
                     self.config.base_url + op.path,
                     params=op.params,
                     json=op.body,
-                    headers=self._headers,
+                    content=op.content,
+                    headers=self._headers if op.content is None else {**self._headers, **_JSON},
                     timeout=self.config.timeout + op.server_wait,
                 )
             except httpx.TransportError as exc:

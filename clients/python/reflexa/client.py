@@ -19,6 +19,14 @@ from typing import Any, Literal
 import httpx
 
 from reflexa import _operations as ops
+from reflexa._advantage_batches import (
+    DEFAULT_MAX_BYTES,
+    DEFAULT_MAX_GROUP_SIZE,
+    DEFAULT_MAX_TOKENS,
+    BatchedAdvantagesResponse,
+)
+from reflexa._advantage_batches import Limits as AdvantageLimits
+from reflexa._advantage_batches import merge as merge_advantages
 from reflexa._download import DatasetFile
 from reflexa._operations import (
     AdvantageGroupInput,
@@ -768,6 +776,43 @@ class Client:
         the same body always gives the same answer.
         """
         return self._transport.send(ops.distill_advantages(method, groups, params=params))
+
+    def distill_advantages_batched(
+        self,
+        method: AdvantageMethod,
+        groups: Sequence[AdvantageGroupInput],
+        *,
+        params: Mapping[str, Any] | None = None,
+        max_tokens: int | None = None,
+        max_group_size: int | None = None,
+        max_bytes: int | None = None,
+    ) -> BatchedAdvantagesResponse:
+        """:meth:`distill_advantages` for a batch of any size: whole groups packed into
+        requests under the server's limits (``max_tokens`` tokens, ``max_bytes`` of
+        body, ``max_group_size`` trajectories a group; default the server's defaults,
+        2,000,000 / 32 MiB / 1,024: pass the server's own if configured otherwise),
+        sent one after another, and the answers joined in the order sent.
+
+        A group over a limit on its own is refused before anything is sent
+        (:class:`~reflexa.errors.InvalidInput` naming ``groups[i]`` and its
+        ``group_id``), as is a batch that needs several requests with a parameter
+        whose numbers depend on the whole batch (``scale: "batch"``,
+        ``kl.centered``): split, they would change. ``diagnostics.groups`` is exact;
+        ``diagnostics.batch`` is combined from the requests' or recomputed from the
+        per-token answer (``token_reward_raw`` is null when split); ``requests``
+        holds each request's own batch diagnostics (see
+        :mod:`reflexa._advantage_batches`).
+        """
+        limits = AdvantageLimits(
+            max_tokens=max_tokens or DEFAULT_MAX_TOKENS,
+            max_group_size=max_group_size or DEFAULT_MAX_GROUP_SIZE,
+            max_bytes=max_bytes or DEFAULT_MAX_BYTES,
+        )
+        requests, sent = ops.distill_advantages_batched(method, groups, params=params, limits=limits)
+        answers = []
+        for request in requests:
+            answers.append(self._transport.send(request))
+        return merge_advantages(sent, answers)
 
     def export(
         self,

@@ -1,0 +1,5 @@
+import sys
+
+from bench.verl_advantages.main import main
+
+sys.exit(main())

@@ -1,0 +1,208 @@
+"""A verl-shaped padded batch through reflexa.integrations.verl_advantages (the client's
+splitting under the server's limits) against a live server, and the same advantages
+computed with numpy in this process (the raw floor), in the same run.
+
+    python -m bench.verl_advantages [--quick | --smoke] [--out docs/benchmarks/verl_advantages.md]
+
+On SQLite, one real uvicorn server like `reflexa serve` (its worker off, the model-free
+embedder: the route embeds nothing), with the default limits (2,000,000 tokens, 32 MiB
+a body). The batch (bench/verl_advantages/workload.py): 256 prompts × 8 rollouts ×
+4,096 response positions, right-padded, lengths log-normal around 1,024. Per method
+(grpo: the mask alone is sent; token_signal: the student's and the teacher's log-probs
+too), `reps` runs, each timed in three parts with the adapter's public functions:
+prepare (rows grouped by uid, padding trimmed, tensors to lists), the batched client
+call (packing, JSON, HTTP, the server, parsing, merging), write-back (the padded
+float32 tensors). Tokens/s counts response tokens (padding excluded). The floor
+(bench/verl_advantages/floor.py) is timed `reps` times too, and the write-back is
+checked against it (max |difference|, float32).
+
+It measures and reports; it asserts nothing about timings.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import secrets
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from reflexa import Client
+from reflexa.integrations import verl_advantages as va
+
+from bench.common.databases import databases
+from bench.common.machine import MachineFacts
+from bench.common.output import add_out_option, progress, write_outputs
+from bench.common.processes import OFFLINE_ENV, server
+from bench.verl_advantages.floor import floor
+from bench.verl_advantages.workload import Shape, VerlBatch, verl_batch
+from migrations import upgrade
+
+SECTION = "verl_advantages"
+SERVER_ENV = {"REFLEXA_WORKER__IN_PROCESS": "false", "REFLEXA_EMBEDDING__BACKEND": "hashing"}
+METHODS = (("grpo", {}), ("token_signal", {"beta": 1.0}))
+
+
+@dataclass(frozen=True)
+class Config:
+    shape: Shape
+    reps: int
+
+
+FULL = Config(Shape(256, 8, 4096), 2)
+QUICK = Config(Shape(32, 8, 1024), 2)
+SMOKE = Config(Shape(4, 4, 128), 1)
+
+
+@dataclass
+class Run:
+    prepare_s: float
+    client_s: float
+    write_s: float
+    requests: int
+
+    @property
+    def total_s(self) -> float:
+        return self.prepare_s + self.client_s + self.write_s
+
+
+@dataclass
+class MethodResult:
+    method: str
+    rows: int
+    width: int
+    tokens: int
+    runs: list[Run] = field(default_factory=list)
+    floors_s: list[float] = field(default_factory=list)
+    max_abs_diff: float = 0.0
+    body_mib: float = 0.0
+
+
+def one_run(data: VerlBatch, method: str, params: dict[str, Any], client: Client) -> tuple[Run, Any]:
+    batch = data.batch
+    mask = va.response_mask(batch)
+    student = method != "grpo"
+    started = time.perf_counter()
+    logprobs = {"student": batch[va.STUDENT]} if student else {}
+    teachers = {"default": batch[va.DEFAULT_TEACHER]} if student else {}
+    rewards = batch["token_level_rewards"].sum(dim=-1)
+    groups, rows, lengths = va.rollout_groups(rewards, mask, data.non_tensor_batch["uid"], logprobs, teachers)
+    prepared = time.perf_counter()
+    answer = client.distill_advantages_batched(method, groups, params=params)  # type: ignore[arg-type]
+    answered = time.perf_counter()
+    advantages = va.advantages_tensor(answer, rows, lengths, mask)
+    written = time.perf_counter()
+    run = Run(prepared - started, answered - prepared, written - answered, len(answer.requests))
+    return run, advantages
+
+
+def run(cfg: Config, command: str) -> dict[str, Any]:
+    started = time.perf_counter()
+    os.environ.update(OFFLINE_ENV)
+    facts = MachineFacts.collect(with_postgres=False)
+    data = verl_batch(cfg.shape)
+    results = []
+    with databases() as dbs, tempfile.TemporaryDirectory(prefix="reflexa_bench_verl_") as tmp:
+        url = dbs.sqlite("verl-advantages")
+        upgrade(url)
+        key = "rfx_bench_" + secrets.token_urlsafe(24)
+        with server(url, key, Path(tmp), env=SERVER_ENV) as srv, Client(srv.url, key, timeout=900) as client:
+            for method, params in METHODS:
+                result = MethodResult(method, cfg.shape.rows, cfg.shape.width, data.tokens)
+                want = floor(data, method)
+                check = VerlBatch(dict(data.batch), dict(data.non_tensor_batch))
+                va.compute_advantages(check, method, params, client=client)  # the adapter's own entry point
+                for rep in range(cfg.reps):
+                    t = time.perf_counter()
+                    floor(data, method)
+                    result.floors_s.append(time.perf_counter() - t)
+                    r, advantages = one_run(data, method, params, client)
+                    result.runs.append(r)
+                    assert np.array_equal(advantages.numpy(), check.batch["advantages"].numpy())
+                    result.max_abs_diff = float(np.max(np.abs(advantages.numpy() - want)))
+                    progress(
+                        f"  {method} {rep + 1}: {r.total_s:.1f} s (prepare {r.prepare_s:.1f}, client "
+                        f"{r.client_s:.1f}, write-back {r.write_s:.1f}), {r.requests} requests; floor "
+                        f"{1000 * result.floors_s[-1]:.0f} ms"
+                    )
+                results.append(result)
+    return {
+        "command": command,
+        "config": asdict(cfg),
+        "machine": asdict(facts),
+        "machine_md": facts.markdown(),
+        "results": [asdict(r) | {"runs": [asdict(x) | {"total_s": x.total_s} for x in r.runs]} for r in results],
+        "wall_s": time.perf_counter() - started,
+    }
+
+
+def render_markdown(report: dict[str, Any]) -> str:
+    shape = report["config"]["shape"]
+    lines = [
+        "## verl batch advantages (client splitting)",
+        "",
+        f"`{report['command']}` — {shape['prompts']} prompts × {shape['rollouts']} rollouts × "
+        f"{shape['width']:,} response positions, right-padded; best of {report['config']['reps']} runs.",
+        "",
+        report["machine_md"],
+        "",
+        "### Through the client (prepare → split requests → write-back)",
+        "",
+        "| method | rows × width | response tokens | padded positions | requests | total s | prepare s | "
+        "client s | write-back s | tokens/s |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in report["results"]:
+        best = min(r["runs"], key=lambda x: x["total_s"])
+        padded = r["rows"] * r["width"]
+        lines.append(
+            f"| {r['method']} | {r['rows']} × {r['width']} | {r['tokens']:,} | {padded:,} | {best['requests']} | "
+            f"{best['total_s']:.2f} | {best['prepare_s']:.2f} | {best['client_s']:.2f} | {best['write_s']:.2f} | "
+            f"{r['tokens'] / best['total_s']:,.0f} |"
+        )
+    lines += [
+        "",
+        "### Raw floor (numpy on the padded tensors, one process)",
+        "",
+        "| method | ms | tokens/s | client ÷ floor | max abs diff |",
+        "|---|---|---|---|---|",
+    ]
+    for r in report["results"]:
+        best = min(x["total_s"] for x in r["runs"])
+        fl = min(r["floors_s"])
+        lines.append(
+            f"| {r['method']} | {1000 * fl:,.1f} | {r['tokens'] / fl:,.0f} | {best / fl:,.0f}× | "
+            f"{r['max_abs_diff']:.1e} |"
+        )
+    lines += ["", f"Whole run: {report['wall_s'] / 60:.1f} min."]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.verl_advantages", description=__doc__.split("\n\n")[0])
+    size = parser.add_mutually_exclusive_group()
+    size.add_argument("--quick", action="store_true", help="32 prompts × 8 × 1,024: seconds")
+    size.add_argument("--smoke", action="store_true", help="tiny: seconds, for tests/bench")
+    add_out_option(parser, SECTION, "The summary is always printed.")
+    args = parser.parse_args(argv)
+    cfg = SMOKE if args.smoke else QUICK if args.quick else FULL
+    command = (
+        "python -m bench.verl_advantages"
+        + (" --quick" if args.quick else "")
+        + (" --smoke" if args.smoke else "")
+        + "".join(f" --out {p}" for p in args.out if p.suffix == ".md")
+    )
+    report = run(cfg, command)
+    markdown = render_markdown(report)
+    write_outputs(args.out, SECTION, report, markdown)
+    print(markdown)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -13,6 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+# The conditions in the order docs/trainers.md lists them (the table's rows).
+_LISTED = ("grpo", "seed", "stepopsd", "turnsight", "prefix", "fade", "memory_inference")
+ORDER = {name: i for i, name in enumerate(_LISTED)}
 SUCCESS_LEVEL = 0.8
 MARGIN = 5  # updates: a condition beats grpo only if it is at least this much faster
 # Two-sided 95 % quantiles of Student's t, by degrees of freedom (1–30).
@@ -116,7 +119,7 @@ def table(summary: dict[str, dict[str, Any]], budget: int) -> str:
         return "n/a" if math.isnan(x) else f"{x:.2f}"
 
     rows = []
-    for name, s in summary.items():
+    for name, s in sorted(summary.items(), key=lambda kv: ORDER.get(kv[0], len(ORDER))):
         rows.append(
             f"| {name} | {len(s['seeds'])} | {s['updates_to_level']} ({s['reached']}/{len(s['seeds'])}) "
             f"| {s['final_train']} | {s['held_out']} | {s['seconds_per_update']} ({f(s['reflexa_share'])}) "

@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import random
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 from reflexa import Client, errors
@@ -26,12 +25,23 @@ from examples.common.tiny_lm import ActionPolicy
 from examples.trainer_ablation.doors import DOORS, OBJECTS, Episode, Family, Task, every_room
 from examples.trainer_ablation.episodes import MEMORY_PROMPT, PLACEHOLDER
 
-WORLDS = 4  # training worlds; one more is held out
-TASKS_PER_WORLD = 16
-EPISODES_PER_TASK = 3
-PROBES_PER_WORLD = 96
 BATCH = 32
 LEARNING_RATE = 1e-3
+TARGET = 0.7  # hint accuracy on the held-out world that ends the warm-up early
+
+
+@dataclass(frozen=True)
+class WarmupSize:
+    worlds: int = 4  # training worlds; one more is held out
+    tasks_per_world: int = 16
+    episodes_per_task: int = 3
+    probes_per_world: int = 96
+    max_steps: int = 1000
+    check_every: int = 100
+
+
+FULL = WarmupSize()
+SMOKE = WarmupSize(worlds=1, tasks_per_world=3, episodes_per_task=1, probes_per_world=8, max_steps=4, check_every=2)
 
 
 @dataclass(frozen=True)
@@ -49,18 +59,20 @@ class WarmupReport:
     final_loss: float
 
 
-def world(seed: int, w: int) -> Family:
+def world(seed: int, w: int, size: WarmupSize) -> Family:
     rng = random.Random(f"warmup/{seed}/{w}")
     rule = {o: rng.choice(DOORS) for o in OBJECTS}
     rooms = every_room()
-    tasks = tuple(Task(f"w{w}x{i:02d}", tuple(rng.sample(rooms, 3))) for i in range(TASKS_PER_WORLD))
+    tasks = tuple(Task(f"w{w}x{i:02d}", tuple(rng.sample(rooms, 3))) for i in range(size.tasks_per_world))
     return Family(seed=-1, rule=rule, train=tasks, held_out=())
 
 
-def _store_random_episodes(client: Client, namespace: str, family: Family, rng: random.Random) -> None:
+def _store_random_episodes(
+    client: Client, namespace: str, family: Family, size: WarmupSize, rng: random.Random
+) -> None:
     items = []
     for task in family.train:
-        for e in range(EPISODES_PER_TASK):
+        for e in range(size.episodes_per_task):
             ep, steps = Episode(family, task), []
             while not ep.done:
                 observation, door = ep.observation(), rng.choice(DOORS)
@@ -80,11 +92,20 @@ def _store_random_episodes(client: Client, namespace: str, family: Family, rng: 
         client.retrieve(namespace, items[0]["steps"][0]["state"]["observation"], kinds=["exemplar"], k=1)
 
 
-def _probes(client: Client, namespace: str, family: Family, policy: ActionPolicy, rng: random.Random) -> list[Any]:
-    """(memory prompt, plain prompt, the right door, informative) at random steps of
-    new episodes (a random history before them)."""
+@dataclass(frozen=True)
+class Probe:
+    memory: list[int]  # the prompt with Reflexa's memory block
+    plain: list[int]
+    door: int  # the world's door for the room
+    informative: bool  # the block shows this object's room and a door that opened
+
+
+def _probes(
+    client: Client, namespace: str, family: Family, policy: ActionPolicy, size: WarmupSize, rng: random.Random
+) -> list[Probe]:
+    """Prompts at random steps of new episodes (a random history before them)."""
     inline, truth = [], []
-    for p in range(PROBES_PER_WORLD):
+    for p in range(size.probes_per_world):
         task = rng.choice(family.train)
         ep, steps = Episode(family, task), []
         for _ in range(rng.randrange(3)):
@@ -106,31 +127,44 @@ def _probes(client: Client, namespace: str, family: Family, policy: ActionPolicy
     for contexts, (index, door, thing) in zip(answer.trajectories, truth, strict=True):
         here = next(c for c in contexts.steps if c.index == index)
         memory = here.teachers["memory"].text or ""
-        informative = f"lies a {thing}" in memory and f"the {door} door opens" in memory
-        plain = policy.context_ids(here.plain.text or "")
-        out.append((policy.context_ids(memory), plain, DOORS.index(door), informative))
+        out.append(
+            Probe(
+                policy.context_ids(memory),
+                policy.context_ids(here.plain.text or ""),
+                DOORS.index(door),
+                f"lies a {thing}" in memory and f"the {door} door opens" in memory,
+            )
+        )
     return out
 
 
-def warm_up(client: Client, policy: ActionPolicy, seed: int, steps: int, namespace_prefix: str) -> WarmupReport:
+def _accuracy(policy: ActionPolicy, prompts: list[list[int]], doors: list[int]) -> float:
+    chosen = policy.greedy(prompts)
+    return sum(a == d for a, d in zip(chosen, doors, strict=True)) / max(len(doors), 1)
+
+
+def warm_up(client: Client, policy: ActionPolicy, seed: int, size: WarmupSize, namespace_prefix: str) -> WarmupReport:
+    """Train until the held-out world's hint accuracy reaches TARGET (checked every
+    `check_every` steps) or `max_steps`."""
     rng = random.Random(f"warmup-episodes/{seed}")
     train: list[Example] = []
-    held: list[Any] = []
-    for w in range(WORLDS + 1):
+    held: list[Probe] = []
+    for w in range(size.worlds + 1):
         namespace = f"{namespace_prefix}-w{w}"
         client.create_namespace(namespace)
-        family = world(seed, w)
-        _store_random_episodes(client, namespace, family, rng)
-        probes = _probes(client, namespace, family, policy, rng)
-        if w == WORLDS:
+        family = world(seed, w, size)
+        _store_random_episodes(client, namespace, family, size, rng)
+        probes = _probes(client, namespace, family, policy, size, rng)
+        if w == size.worlds:
             held = probes
             continue
-        for memory, plain, door, _ in probes:
-            train += [Example(memory, door), Example(plain, None)]
+        for probe in probes:
+            train += [Example(probe.memory, probe.door), Example(probe.plain, None)]
     optimizer = torch.optim.Adam(policy.model.parameters(), lr=LEARNING_RATE)
     order = random.Random(f"warmup-order/{seed}")
-    loss_value = float("nan")
-    for _ in range(steps):
+    doors = [p.door for p in held]
+    loss_value, done, hint = float("nan"), 0, 0.0
+    while done < size.max_steps:
         batch = order.sample(train, min(BATCH, len(train)))
         logprobs = policy.action_logprobs([e.prompt for e in batch])
         terms = [
@@ -141,15 +175,15 @@ def warm_up(client: Client, policy: ActionPolicy, seed: int, steps: int, namespa
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
-        loss_value = float(loss.detach())
-    with torch.no_grad():
-        hint = policy.greedy([m for m, _, _, _ in held])
-        plain = policy.greedy([p for _, p, _, _ in held])
-    doors = [d for _, _, d, _ in held]
+        loss_value, done = float(loss.detach()), done + 1
+        if done % size.check_every == 0:
+            hint = _accuracy(policy, [p.memory for p in held], doors)
+            if hint >= TARGET:
+                break
     return WarmupReport(
-        steps=steps,
-        hint_accuracy=sum(a == d for a, d in zip(hint, doors, strict=True)) / len(doors),
-        plain_accuracy=sum(a == d for a, d in zip(plain, doors, strict=True)) / len(doors),
-        informative_share=sum(i for *_, i in held) / len(held),
+        steps=done,
+        hint_accuracy=_accuracy(policy, [p.memory for p in held], doors),
+        plain_accuracy=_accuracy(policy, [p.plain for p in held], doors),
+        informative_share=sum(p.informative for p in held) / max(len(held), 1),
         final_loss=loss_value,
     )

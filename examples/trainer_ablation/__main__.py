@@ -1,0 +1,101 @@
+"""python -m examples.trainer_ablation [--smoke] [--out DIR] [--seeds 0,1,2,3,4] [--conditions a,b]
+
+Starts a throwaway Reflexa (`reflexa serve` defaults: SQLite, the packaged MiniLM,
+the in-process worker), warms up one policy per seed, then runs every condition
+for every seed from that seed's warm-up checkpoint, each in a namespace of its
+own. Writes runs/<condition>-s<seed>.json as each run ends (a rerun skips runs
+already written unless --fresh), warmup.json, summary.md (the table) and
+success.png (the plot) under --out (default examples/results/trainer_ablation).
+The design is in docs/trainers.md, "Does it help?".
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import asdict
+from pathlib import Path
+
+import torch
+from reflexa import Client
+
+from examples.common.server import EmbeddedServer
+from examples.trainer_ablation import report, warmup
+from examples.trainer_ablation.conditions import CONDITIONS
+from examples.trainer_ablation.doors import make_family
+from examples.trainer_ablation.loop import Run, Size
+from examples.trainer_ablation.policy import make_policy, parameters
+
+DEFAULT_OUT = Path("examples/results/trainer_ablation")
+FULL = Size()
+SMOKE = Size(updates=2, tasks_per_update=2, rollouts_per_task=2, eval_every=1)
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m examples.trainer_ablation", description=__doc__.splitlines()[0])
+    p.add_argument("--smoke", action="store_true", help="the test size: 1 seed, 2 updates, tiny groups (< 2 min)")
+    p.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    p.add_argument("--seeds", default=None, help="comma-separated (default 0,1,2,3,4; smoke: 0)")
+    p.add_argument("--conditions", default=",".join(CONDITIONS), help=f"comma-separated of {', '.join(CONDITIONS)}")
+    p.add_argument("--fresh", action="store_true", help="rerun runs already written under --out")
+    p.add_argument("--threads", type=int, default=1, help="torch threads (1: reproducible)")
+    args = p.parse_args(argv)
+    unknown = set(args.conditions.split(",")) - set(CONDITIONS)
+    if unknown:
+        p.error(f"unknown conditions: {', '.join(sorted(unknown))}")
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    torch.set_num_threads(args.threads)
+    torch.use_deterministic_algorithms(True)
+    size = SMOKE if args.smoke else FULL
+    seeds = [int(s) for s in (args.seeds or ("0" if args.smoke else "0,1,2,3,4")).split(",")]
+    names = args.conditions.split(",")
+    warm = warmup.SMOKE if args.smoke else warmup.FULL
+    runs_dir = args.out / "runs"
+    runs_dir.mkdir(parents=True, exist_ok=True)
+    warm_reports: dict[str, dict[str, object]] = {}
+    with EmbeddedServer() as server, Client(server.url, server.admin_key, timeout=300) as client:
+        for seed in seeds:
+            family = make_family(seed)
+            policy = make_policy(seed)
+            started = time.perf_counter()
+            w = warmup.warm_up(client, policy, seed, warm, namespace_prefix=f"warmup-s{seed}")
+            warm_reports[str(seed)] = {**asdict(w), "seconds": round(time.perf_counter() - started, 1)}
+            print(f"seed {seed}: policy of {parameters(policy)} parameters; warm-up {w}", flush=True)
+            checkpoint = {k: v.clone() for k, v in policy.model.state_dict().items()}
+            for name in names:
+                path = runs_dir / f"{name}-s{seed}.json"
+                if path.exists() and not args.fresh:
+                    print(f"  {name}: kept {path}", flush=True)
+                    continue
+                policy.model.load_state_dict(checkpoint)
+                namespace = f"{name.replace('_', '-')}-s{seed}"
+                client.create_namespace(namespace)
+                run = Run(client, namespace, CONDITIONS[name], seed, family, policy, size)
+                started = time.perf_counter()
+                result = run.run()
+                path.write_text(json.dumps(result.as_json(), indent=1))
+                print(
+                    f"  {name}: training success {[round(s, 2) for _, s in result.evaluations]}, "
+                    f"never-trained {result.held_out:.2f} ({time.perf_counter() - started:.0f} s)",
+                    flush=True,
+                )
+    (args.out / "warmup.json").write_text(json.dumps(warm_reports, indent=1))
+    runs = [json.loads(p.read_text()) for p in sorted(runs_dir.glob("*.json"))]
+    runs = [r for r in runs if r["condition"] in names and r["seed"] in seeds]
+    summary = report.summarise(runs, size.updates, size.eval_every)
+    text = report.table(summary, size.updates)
+    (args.out / "summary.md").write_text(text)
+    report.plot(runs, args.out / "success.png")
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

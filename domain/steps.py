@@ -32,6 +32,9 @@ class StepInput(Protocol):
     done: bool
     truncated: bool
     caused_failure: bool
+    policy_version: str | None
+    rollout_logprobs: list[float] | None
+    rollout_token_ids: list[int] | None
     metadata: dict[str, Any] | None
 
 

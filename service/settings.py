@@ -93,6 +93,9 @@ class Limits(BaseModel):
     max_steps_per_request: int = Field(10_000, description="most steps in one request (all items summed)")
     max_steps_per_trajectory: int = Field(100_000, description="most steps one trajectory may hold")
     max_batch_trajectories: int = Field(1_000, description="most trajectories in one batch request")
+    max_rollout_tokens_per_step: int = Field(
+        131_072, description="most entries of a step's rollout_logprobs and rollout_token_ids (tokens of its action)"
+    )
     max_batch_retrievals: int = Field(256, description="most states in one POST …/retrieve/batch")
     max_context_steps: int = Field(
         20_000, description="most step contexts in one POST …/distill/contexts (trajectories × steps)"

@@ -174,6 +174,12 @@ class Step(Base):
     done: Mapped[bool] = mapped_column(Boolean, default=False)
     truncated: Mapped[bool] = mapped_column(Boolean, default=False)
     caused_failure: Mapped[bool] = mapped_column(Boolean, default=False)
+    # The policy that acted at this step (null: the trajectory's `policy_version`
+    # applies), and what the inference engine reported for the step's action tokens:
+    # their log-probs (each <= 0) and, optionally, their token ids (as many).
+    policy_version: Mapped[str | None] = mapped_column(String(200))
+    rollout_logprobs: Mapped[list[float] | None] = mapped_column(JSONType)
+    rollout_token_ids: Mapped[list[int] | None] = mapped_column(JSONType)
     metadata_: Mapped[dict[str, Any] | None] = mapped_column("metadata", JSONType)
     # SHA-256 of the canonical step body: a retried append must match what is stored.
     content_hash: Mapped[str] = mapped_column(String(64))

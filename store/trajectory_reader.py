@@ -28,9 +28,14 @@ from sqlalchemy.sql.elements import ColumnElement
 from store.models import Step
 from store.snapshots import TRAJECTORY_VIEW_COLUMNS, steps_of, trajectory_view
 
+# What the inference engine reported for a step's action tokens: per-token arrays,
+# the heavy part of a step. Read where they are shown (GET of a trajectory, the
+# `trajectories` export); reads that build prompts name their columns without them.
+ROLLOUT_FIELDS: tuple[str, ...] = ("rollout_logprobs", "rollout_token_ids")
 # A step's content fields in the order they are shown, by their stored names
 # (`observation` and `state_data` are the API's `state.observation` and `state.data`;
 # `metadata` is the column the ORM calls `metadata_`). `index` is the position.
+# `policy_version` is the step's own (null: the trajectory's applies).
 STEP_FIELDS: tuple[str, ...] = (
     "observation",
     "state_data",
@@ -42,6 +47,8 @@ STEP_FIELDS: tuple[str, ...] = (
     "done",
     "truncated",
     "caused_failure",
+    "policy_version",
+    *ROLLOUT_FIELDS,
     "metadata",
 )
 STEP_COLUMNS: tuple[str, ...] = ("trajectory_pk", "index", *STEP_FIELDS)

@@ -62,6 +62,9 @@ def step_row(step: Row) -> dict[str, Any]:
         "done": step["done"],
         "truncated": step["truncated"],
         "caused_failure": step["caused_failure"],
+        "policy_version": step["policy_version"],
+        "rollout_logprobs": step["rollout_logprobs"],
+        "rollout_token_ids": step["rollout_token_ids"],
     }
 
 

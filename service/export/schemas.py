@@ -87,6 +87,11 @@ STEP = pa.struct(
         ("done", pa.bool_()),
         ("truncated", pa.bool_()),
         ("caused_failure", pa.bool_()),
+        # The step's own policy version (null: the trajectory's applies) and what the
+        # inference engine reported for its action tokens (null when not recorded).
+        ("policy_version", pa.string()),
+        ("rollout_logprobs", pa.list_(pa.float64())),
+        ("rollout_token_ids", pa.list_(pa.int32())),
     ]
 )
 

@@ -36,10 +36,12 @@ from service.settings import Limits
 from service.snapshots.service import SnapshotService
 from store import trajectory_reader as reader
 from store.database import Database
-from store.trajectory_reader import MAX_IN, STEP_COLUMNS, TrajectoryFilter
+from store.trajectory_reader import MAX_IN, ROLLOUT_FIELDS, STEP_COLUMNS, TrajectoryFilter
 
-# Exports carry a step's content but not its metadata.
-EXPORTED_STEP_COLUMNS = tuple(c for c in STEP_COLUMNS if c != "metadata")
+# Exports carry a step's content but not its metadata; the per-token rollout arrays
+# only where they are written (the `trajectories` dataset), not where prompts are built.
+TRAJECTORY_STEP_COLUMNS = tuple(c for c in STEP_COLUMNS if c != "metadata")
+EXPORTED_STEP_COLUMNS = tuple(c for c in TRAJECTORY_STEP_COLUMNS if c not in ROLLOUT_FIELDS)
 
 if TYPE_CHECKING:
     from service.distill.contexts.service import DistillService
@@ -223,26 +225,32 @@ class ExportService:
                 return
             after = batch[-1]["pk"]
 
-    def _steps(self, source: _Source, pks: Sequence[int]) -> dict[int, list[Row]]:
+    def _steps(
+        self, source: _Source, pks: Sequence[int], columns: tuple[str, ...] = EXPORTED_STEP_COLUMNS
+    ) -> dict[int, list[Row]]:
         with self.db.read() as session:
-            return reader.read_steps(session, source.namespace, source.snapshot_pk, pks, columns=EXPORTED_STEP_COLUMNS)
+            return reader.read_steps(session, source.namespace, source.snapshot_pk, pks, columns=columns)
 
-    def _with_steps(self, source: _Source, batch: Sequence[Row]) -> Iterator[tuple[Row, list[Row]]]:
+    def _with_steps(
+        self, source: _Source, batch: Sequence[Row], columns: tuple[str, ...] = EXPORTED_STEP_COLUMNS
+    ) -> Iterator[tuple[Row, list[Row]]]:
         """The batch's trajectories with their steps, read about `batch_steps` at a time."""
         weight: Callable[[Row], int] = lambda t: t["step_count"]  # noqa: E731
         for chunk in chunked(batch, weight, budget=self.batch_steps, most=MAX_IN):
-            steps = self._steps(source, [t["pk"] for t in chunk])
+            steps = self._steps(source, [t["pk"] for t in chunk], columns)
             for t in chunk:
                 yield t, steps.pop(t["pk"])  # let each go once written: one chunk is held, not two
 
-    def _all_with_steps(self, source: _Source, filters: TrajectoryFilter) -> Iterator[tuple[Row, list[Row]]]:
+    def _all_with_steps(
+        self, source: _Source, filters: TrajectoryFilter, columns: tuple[str, ...] = EXPORTED_STEP_COLUMNS
+    ) -> Iterator[tuple[Row, list[Row]]]:
         for batch in self._trajectory_batches(source, filters):
-            yield from self._with_steps(source, batch)
+            yield from self._with_steps(source, batch, columns)
 
     # -- datasets ----------------------------------------------------------------------
 
     def _trajectory_rows(self, source: _Source, filters: TrajectoryFilter) -> Iterator[dict[str, Any]]:
-        for t, steps in self._all_with_steps(source, filters):
+        for t, steps in self._all_with_steps(source, filters, TRAJECTORY_STEP_COLUMNS):
             yield build.trajectory_row(t, steps)
 
     def _sft_rows(self, source: _Source, filters: TrajectoryFilter, *, history: int | None) -> Iterator[dict[str, Any]]:

@@ -11,6 +11,8 @@ from domain.errors import InvalidInput
 from service.settings import Limits
 from service.trajectories.schemas import StepCreate, TrajectoryCreate
 
+MAX_TOKEN_ID = 2**31 - 1  # token ids are int32 in the trajectories export
+
 
 class LimitChecker:
     def __init__(self, limits: Limits) -> None:
@@ -61,6 +63,44 @@ class LimitChecker:
         if not isinstance(step.action, str):
             self.json(step.action, f"{field}.action")
         self.json(step.metadata, f"{field}.metadata")
+        self.rollout(step, field)
+
+    def rollout(self, step: StepCreate, field: str) -> None:
+        """A step's rollout_logprobs and rollout_token_ids: at most
+        `max_rollout_tokens_per_step` each, log-probs <= 0, token ids in int32, as
+        many of both when both are given. (Non-finite numbers are refused earlier,
+        by service.limits.storable, as `finite_number`.) The first offender is named."""
+        most = self.limits.max_rollout_tokens_per_step
+        logprobs, token_ids = step.rollout_logprobs, step.rollout_token_ids
+        for name, values in (("rollout_logprobs", logprobs), ("rollout_token_ids", token_ids)):
+            if values is not None and len(values) > most:
+                raise InvalidInput(
+                    f"{field}.{name} has {len(values)} tokens; at most {most} per step",
+                    field=f"{field}.{name}",
+                    rule="max_rollout_tokens_per_step",
+                )
+        if logprobs and max(logprobs) > 0:
+            j = next(j for j, v in enumerate(logprobs) if v > 0)
+            raise InvalidInput(
+                f"{field}.rollout_logprobs[{j}] is {logprobs[j]:g}; a log-probability is <= 0 "
+                "(send log p(token), not -log p)",
+                field=f"{field}.rollout_logprobs[{j}]",
+                rule="logprob",
+            )
+        if token_ids and (min(token_ids) < 0 or max(token_ids) > MAX_TOKEN_ID):
+            j = next(j for j, v in enumerate(token_ids) if not 0 <= v <= MAX_TOKEN_ID)
+            raise InvalidInput(
+                f"{field}.rollout_token_ids[{j}] is {token_ids[j]}; a token id is 0 <= id < 2^31",
+                field=f"{field}.rollout_token_ids[{j}]",
+                rule="token_id",
+            )
+        if logprobs is not None and token_ids is not None and len(logprobs) != len(token_ids):
+            raise InvalidInput(
+                f"{field}.rollout_token_ids has {len(token_ids)} tokens but rollout_logprobs has {len(logprobs)}; "
+                "one id per log-prob",
+                field=f"{field}.rollout_token_ids",
+                rule="same_length",
+            )
 
     def steps(self, steps: list[StepCreate], field: str) -> None:
         self.step_count(len(steps), field)

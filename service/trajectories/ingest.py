@@ -8,6 +8,9 @@ Idempotency rules
   content hashes the same as the stored step, and 409 otherwise; an explicit index
   above the next free one is a gap (409). Steps without an index take the next one.
 - An outcome on a closed trajectory is a replay when identical, 409 otherwise.
+- Every field of a step is content, its rollout record (`policy_version`,
+  `rollout_logprobs`, `rollout_token_ids`) too: re-sent with other log-probs, it
+  is a conflict, never silently kept or dropped.
 """
 
 from __future__ import annotations
@@ -24,9 +27,19 @@ from service.trajectories.schemas import OutcomeCreate, StepCreate, TrajectoryCr
 from store import trajectories as repo
 from store.models import utcnow
 
+# Step fields added after steps were first stored: left out of a step's content hash
+# (and of the steps in a request hash) when unset, so a retry of a step or a request
+# stored before them still replays; when given, they are content like any other
+# field, and a different value (other rollout log-probs) is a conflict.
+_LATER_STEP_FIELDS = ("policy_version", "rollout_logprobs", "rollout_token_ids")
+
+
+def _unset_later_fields(step: Any) -> set[str]:
+    return {f for f in _LATER_STEP_FIELDS if getattr(step, f) is None}
+
 
 def step_hash(step: StepCreate) -> str:
-    return canonical_hash(step.model_dump(mode="json", exclude={"index"}))
+    return canonical_hash(step.model_dump(mode="json", exclude={"index", *_unset_later_fields(step)}))
 
 
 def step_row(trajectory_pk: int, index: int, step: StepCreate, content_hash: str) -> dict[str, Any]:
@@ -106,7 +119,11 @@ _LATER_FIELDS = ("parent_trajectory_id", "attempt")
 
 def request_hash(t: TrajectoryCreate) -> str:
     """What an idempotent replay of a create must match."""
-    return canonical_hash(t.model_dump(mode="json", exclude={f for f in _LATER_FIELDS if getattr(t, f) is None}))
+    body = t.model_dump(mode="json", exclude={f for f in _LATER_FIELDS if getattr(t, f) is None})
+    for step, dumped in zip(t.steps, body["steps"], strict=True):
+        for name in _unset_later_fields(step):
+            del dumped[name]
+    return canonical_hash(body)
 
 
 def trajectory_row(ns: str, t: TrajectoryCreate, request_hash: str, created_by: str) -> dict[str, Any]:

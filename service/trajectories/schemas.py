@@ -37,6 +37,21 @@ class StepCreate(RequestModel):
     done: bool = Field(False, description="terminal step")
     truncated: bool = Field(False, description="cut by a time limit (distinct from done)")
     caused_failure: bool = Field(False, description="this step caused the episode's failure")
+    policy_version: Label | None = Field(
+        None,
+        description="the policy that acted at this step, when it differs from step to step (asynchronous RL); "
+        "null: the trajectory's policy_version applies (it is not copied here)",
+    )
+    rollout_logprobs: list[float] | None = Field(
+        None,
+        description="the inference engine's log-probs of the step's action tokens, one per token, each finite "
+        "and <= 0 (send a large negative number for a token the engine gave -inf); at most "
+        "limits.max_rollout_tokens_per_step",
+    )
+    rollout_token_ids: list[int] | None = Field(
+        None,
+        description="the ids of those tokens (0 <= id < 2^31), as many as rollout_logprobs when both are given",
+    )
     metadata: JSONObject | None = None
 
 
@@ -88,6 +103,9 @@ class StepRead(ResponseModel):
     done: bool = False
     truncated: bool = False
     caused_failure: bool = False
+    policy_version: str | None = Field(None, description="null: the trajectory's policy_version applies")
+    rollout_logprobs: list[float] | None = None
+    rollout_token_ids: list[int] | None = None
     metadata: JSONObject | None = None
     created_at: datetime
 

@@ -187,6 +187,15 @@ def test_invalid_steps_raise_in_the_caller_without_using_an_index(fake: FakeRefl
         assert caught.value.field == "state.observation"
         with pytest.raises(errors.InvalidInput):
             ep.step("obs", "act", metadata={"not json": object()})
+        for rollout in (
+            {"rollout_logprobs": [-1.0, 0.5]},  # a log-prob is <= 0
+            {"rollout_token_ids": [-1]},
+            {"rollout_logprobs": [-1.0], "rollout_token_ids": [1, 2]},  # one id per log-prob
+            {"rollout_logprobs": [float("nan")]},
+            {"policy_version": ""},
+        ):
+            with pytest.raises(errors.InvalidInput):
+                ep.step("obs", "act", **rollout)  # type: ignore[arg-type]
         assert ep.step("obs", "act") == 0
         ep.finish(success=True)
         with pytest.raises(RuntimeError):

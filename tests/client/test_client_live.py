@@ -215,6 +215,28 @@ def test_episode_logger_end_to_end(admin: Client, namespace: str) -> None:
     assert stored.steps and stored.steps[499].done and stored.steps[7].metadata == {"i": 7}
 
 
+def test_an_episode_records_rollouts_a_trainer_reads_back(admin: Client, namespace: str) -> None:
+    """Per-step policy versions and rollout log-probs: sent by Episode.step, read back
+    typed by get_trajectory (null where not recorded: the trajectory's version applies)."""
+    with admin.episode(namespace, task="async rl", policy_version="v1", strict=True) as ep:
+        ep.step("prompt", "answer", policy_version="v2", rollout_logprobs=[-0.5, -1.25], rollout_token_ids=[11, 12])
+        ep.step("tool output", "final", rollout_logprobs=(-0.0625,), done=True)
+        ep.step("after", "noop")
+        ep.finish(success=True, reward=1.0)
+    stored = admin.get_trajectory(namespace, ep.id)
+    assert stored.policy_version == "v1" and stored.steps
+    assert [(s.policy_version, s.rollout_logprobs, s.rollout_token_ids) for s in stored.steps] == [
+        ("v2", [-0.5, -1.25], [11, 12]),
+        (None, [-0.0625], None),
+        (None, None, None),
+    ]
+    with pytest.raises(errors.InvalidInput) as caught:  # checked before it is sent, as the server would
+        admin.append_steps(
+            namespace, ep.id, [{"state": {"observation": "o"}, "action": "a", "rollout_logprobs": [0.5]}]
+        )
+    assert "rollout_logprobs[0]" in str(caught.value)
+
+
 def test_an_interrupted_episode_stays_open(admin: Client, namespace: str) -> None:
     with pytest.raises(RuntimeError), admin.episode(namespace, task="crashes") as ep:
         ep.step("before the crash", "act")

@@ -18,6 +18,7 @@ from tests.factories import add_trajectory, make_db
 def request_step(observation: str, action: Any, data: dict[str, Any] | None = None, **fields: Any) -> Any:
     """A step as a request carries it (the StepInput protocol), with the request's defaults."""
     values = {"internal_state": None, "result": None, "error": None, "reward": None, "metadata": None}
+    values |= {"policy_version": None, "rollout_logprobs": None, "rollout_token_ids": None}
     values |= {"done": False, "truncated": False, "caused_failure": False, **fields}
     return SimpleNamespace(state=SimpleNamespace(observation=observation, data=data), action=action, **values)
 
@@ -32,6 +33,9 @@ FULL = request_step(
     reward=-0.5,
     truncated=True,
     caused_failure=True,
+    policy_version="ckpt-7",
+    rollout_logprobs=[-0.25, -1.5, 0.0],
+    rollout_token_ids=[17, 4242, 2],
     metadata={"latency_ms": 12},
 )
 FULL_MAPPING: dict[str, Any] = {
@@ -45,6 +49,9 @@ FULL_MAPPING: dict[str, Any] = {
     "done": False,
     "truncated": True,
     "caused_failure": True,
+    "policy_version": "ckpt-7",
+    "rollout_logprobs": [-0.25, -1.5, 0.0],
+    "rollout_token_ids": [17, 4242, 2],
     "metadata": {"latency_ms": 12},
 }
 PLAIN = request_step("Dark.", "wait", done=True)
@@ -59,6 +66,9 @@ PLAIN_MAPPING: dict[str, Any] = {
     "done": True,
     "truncated": False,
     "caused_failure": False,
+    "policy_version": None,
+    "rollout_logprobs": None,
+    "rollout_token_ids": None,
     "metadata": None,
 }
 

@@ -326,3 +326,33 @@ def test_0010_downgrades_and_upgrades_with_data(fresh_url: str, tmp_path: Path) 
             assert session.scalars(select(Reflection.internal_hashes)).all() == [[text_hash("get the key")]]
     finally:
         db.dispose()
+
+
+def test_0012_downgrades_and_upgrades_with_data(fresh_url: str, tmp_path: Path) -> None:
+    """Down to 0011 drops only the steps' rollout records (every other row and column
+    stays); up again brings the columns back empty, and the app reads them as null."""
+    upgrade(fresh_url)
+    engine = create_engine(fresh_url)
+    head = MetaData()
+    head.reflect(engine)
+    rows = _rows(b"\0" * 4 * 8, "hashing", 8)
+    rows["steps"][0] |= {"policy_version": "ckpt-3", "rollout_logprobs": [-0.5, -2.25], "rollout_token_ids": [7, 9]}
+    rows["steps"][1] |= {"policy_version": None, "rollout_logprobs": None, "rollout_token_ids": None}
+    with engine.begin() as conn:
+        for name, table_rows in rows.items():
+            conn.execute(head.tables[name].insert(), table_rows)
+        stored = conn.execute(select(head.tables["steps"].c.rollout_logprobs).order_by("index")).scalars().all()
+    assert stored == [[-0.5, -2.25], None]
+    downgrade(fresh_url, "0011")
+    old = MetaData()
+    old.reflect(engine)
+    assert not {"policy_version", "rollout_logprobs", "rollout_token_ids"} & set(old.tables["steps"].c.keys())
+    before = _snapshot(fresh_url, old)
+    assert {name: len(before[name]) for name in rows} == {name: len(r) for name, r in rows.items()}
+    upgrade(fresh_url)
+    assert _snapshot(fresh_url, old) == before
+    engine.dispose()
+    settings = make_settings(fresh_url, tmp_path)
+    with TestClient(create_app(settings), headers={"Authorization": f"Bearer {KEY}"}) as agent:
+        steps = agent.get(f"/v1/namespaces/{NS}/trajectories/t1").json()["steps"]
+    assert [(s["policy_version"], s["rollout_logprobs"], s["rollout_token_ids"]) for s in steps] == [(None,) * 3] * 2

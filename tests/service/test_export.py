@@ -47,6 +47,8 @@ HALL = {"room": "hall"}
 TAKE = {"tool": "take", "args": {"what": "key"}}
 HINT = "In a hall, go north, not south"
 DATASETS = ("trajectories", "sft", "preferences", "attempts")
+# A step that recorded no rollout (tests/service/test_rollout_records.py for one that did).
+NO_ROLLOUT = {"policy_version": None, "rollout_logprobs": None, "rollout_token_ids": None}
 
 
 def hall(action: Any, **fields: Any) -> dict[str, Any]:
@@ -194,6 +196,7 @@ def test_trajectories_rows(world: TestClient) -> None:
             "done": False,
             "truncated": False,
             "caused_failure": False,
+            **NO_ROLLOUT,
         },
         {
             "index": 1,
@@ -207,6 +210,7 @@ def test_trajectories_rows(world: TestClient) -> None:
             "done": True,
             "truncated": False,
             "caused_failure": False,
+            **NO_ROLLOUT,
         },
     ]
     r1, o1 = rows[2], rows[3]

@@ -19,6 +19,7 @@ from reflexa._model_rules import (
     Page,
     RequestModel,
     ResponseModel,
+    RolloutTokens,
     StoredOrInline,
     TeacherKey,
 )
@@ -993,7 +994,7 @@ class StepContexts(ResponseModel):
     teachers: dict[str, TeacherContext]
 
 
-class Step(RequestModel):
+class Step(RequestModel, RolloutTokens):
     index: int | None = Field(
         None,
         ge=0,
@@ -1009,6 +1010,22 @@ class Step(RequestModel):
     done: bool | None = Field(False, description="terminal step")
     truncated: bool | None = Field(False, description="cut by a time limit (distinct from done)")
     caused_failure: bool | None = Field(False, description="this step caused the episode's failure")
+    policy_version: str | None = Field(
+        None,
+        min_length=1,
+        max_length=200,
+        description="the policy that acted at this step, when it differs from step to step (asynchronous RL); null: "
+        "the trajectory's policy_version applies (it is not copied here)",
+    )
+    rollout_logprobs: list[float] | None = Field(
+        None,
+        description="the inference engine's log-probs of the step's action tokens, one per token, each finite and <= "
+        "0 (send a large negative number for a token the engine gave -inf); at most "
+        "limits.max_rollout_tokens_per_step",
+    )
+    rollout_token_ids: list[int] | None = Field(
+        None, description="the ids of those tokens (0 <= id < 2^31), as many as rollout_logprobs when both are given"
+    )
     metadata: dict[str, Any] | None = None
 
 
@@ -1032,6 +1049,9 @@ class StepRead(ResponseModel):
     done: bool = False
     truncated: bool = False
     caused_failure: bool = False
+    policy_version: str | None = Field(None, description="null: the trajectory's policy_version applies")
+    rollout_logprobs: list[float] | None = None
+    rollout_token_ids: list[int] | None = None
     metadata: dict[str, Any] | None = None
     created_at: datetime
 

@@ -95,6 +95,32 @@ class StoredOrInline:
         return self.task is None
 
 
+class RolloutTokens:
+    """A step's rollout record, checked as the server checks it: log-probs <= 0, token
+    ids 0 <= id < 2^31, one id per log-prob when both are given. (Its length limit is
+    the server's setting, ``limits.max_rollout_tokens_per_step``.)"""
+
+    if TYPE_CHECKING:
+        rollout_logprobs: list[float] | None
+        rollout_token_ids: list[int] | None
+
+    @model_validator(mode="after")
+    def _rollout_tokens(self: Self) -> Self:
+        logprobs, token_ids = self.rollout_logprobs, self.rollout_token_ids  # type: ignore[attr-defined]
+        if logprobs and max(logprobs) > 0:
+            j = next(j for j, v in enumerate(logprobs) if v > 0)
+            raise ValueError(f"rollout_logprobs[{j}] is {logprobs[j]:g}; a log-probability is <= 0")
+        if token_ids and (min(token_ids) < 0 or max(token_ids) >= 2**31):
+            j = next(j for j, v in enumerate(token_ids) if not 0 <= v < 2**31)
+            raise ValueError(f"rollout_token_ids[{j}] is {token_ids[j]}; a token id is 0 <= id < 2^31")
+        if logprobs is not None and token_ids is not None and len(logprobs) != len(token_ids):
+            raise ValueError(
+                f"rollout_token_ids has {len(token_ids)} tokens but rollout_logprobs has {len(logprobs)}; "
+                "one id per log-prob"
+            )
+        return self
+
+
 class TeacherKey:
     """The name a teacher's context is answered under."""
 

@@ -154,13 +154,23 @@ class Episode:
         caused_failure: bool = False,
         error: str | None = None,
         metadata: Mapping[str, Any] | None = None,
+        policy_version: str | None = None,
+        rollout_logprobs: Sequence[float] | None = None,
+        rollout_token_ids: Sequence[int] | None = None,
     ) -> int | None:
         """Record a step; returns its index, or ``None`` if it was dropped (buffer full).
 
         Never blocks and never raises for network problems. The step is copied now,
         so the caller may reuse its dicts. Invalid arguments (a non-text observation,
-        an object JSON cannot hold) raise :class:`~reflexa.errors.InvalidInput` here,
-        where the bug is; a step after :meth:`finish` or :meth:`close` raises ``RuntimeError``.
+        an object JSON cannot hold, a positive log-prob) raise
+        :class:`~reflexa.errors.InvalidInput` here, where the bug is; a step after
+        :meth:`finish` or :meth:`close` raises ``RuntimeError``.
+
+        ``policy_version`` is the policy that acted at this step when it changes within
+        an episode (asynchronous RL; leave it out and the episode's applies);
+        ``rollout_logprobs`` the inference engine's log-probs of the action's tokens and
+        ``rollout_token_ids`` their ids, stored with the step so a trainer can measure
+        staleness later (docs/trainers.md, "Measuring staleness").
         """
         if self._sender.drop_if_full():
             return None
@@ -177,6 +187,9 @@ class Episode:
                     "done": done,
                     "truncated": truncated,
                     "caused_failure": caused_failure,
+                    "policy_version": policy_version,
+                    "rollout_logprobs": None if rollout_logprobs is None else list(rollout_logprobs),
+                    "rollout_token_ids": None if rollout_token_ids is None else list(rollout_token_ids),
                     "metadata": metadata,
                 },
             )

@@ -77,6 +77,7 @@ MIXINS = {
     "BatchResult": "BatchCounts",
     "ContextTrajectory": "StoredOrInline",
     "RubricScoreItem": "OneTrajectory",
+    "Step": "RolloutTokens",
     "TeacherContinuation": "OneContinuation",
     "TeacherLogprobsItem": "OneContext",
     "TeacherPrompt": "OnePrompt",

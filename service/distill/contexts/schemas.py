@@ -11,6 +11,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
+from domain.contexts.plain import DEFAULT_HISTORY_MAX_CHARS
 from domain.reflections import Kind
 from domain.schemas import ClientId, RequestModel, ResponseModel
 from service.trajectories.schemas import TrajectoryCreate
@@ -91,10 +92,17 @@ class ContextsRequest(RequestModel):
     teachers: list[TeacherSpec] = Field(default_factory=list, description="teacher contexts wanted, each under NAME")
     leakage: LeakageOptions = Field(default_factory=LeakageOptions)
     history_max_chars: int = Field(
-        16_000,
+        DEFAULT_HISTORY_MAX_CHARS,
         ge=0,
         le=1_000_000,
         description="the history shown (earlier steps' turns) never exceeds this; the oldest steps go first",
+    )
+    history_steps: int | None = Field(
+        None,
+        ge=0,
+        le=1_000_000,
+        description="at most this many earlier steps shown (default: any number), the oldest dropped first; "
+        "the sft export's `history`",
     )
     include: list[Literal["text", "messages"]] = Field(
         default_factory=lambda: ["text", "messages"],

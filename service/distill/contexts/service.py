@@ -20,6 +20,8 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
+from domain.contexts import plain as plain_context
+from domain.contexts.templates import ContextTemplate, TemplateError, available, load_template
 from domain.errors import InvalidInput, NotFound, Unavailable
 from domain.settings import NamespaceSettings, parse_settings
 from service.auth import Permission, Principal
@@ -43,7 +45,6 @@ from service.distill.contexts.schemas import (
     TeacherSpec,
     TrajectoryContexts,
 )
-from service.distill.contexts.templates import ContextTemplate, TemplateError, available, load_template
 from service.limits.checks import LimitChecker
 from service.namespaces.service import NamespaceService
 from service.namespaces.stored import read_settings
@@ -165,11 +166,13 @@ class DistillService:
         memory = self._memory(principal, ns, body, loaded, positions)
         out = []
         for e_i, (episode, guards) in enumerate(zip(loaded.episodes, loaded.guards, strict=True)):
-            history = render.PlainHistory(template, episode.task, [builders.history_step(s) for s in episode.steps])
+            history = plain_context.PlainHistory(
+                template, episode.task, [builders.history_step(s) for s in episode.steps]
+            )
             steps = []
             for position in positions[e_i]:
-                messages, omitted = history.messages(position, body.history_max_chars)
-                plain_text = render.transcript(template, messages)
+                messages, omitted = history.messages(position, body.history_max_chars, body.history_steps)
+                plain_text = plain_context.transcript(template, messages)
                 plain = PlainContext(
                     text=plain_text,
                     messages=_chat(messages),
@@ -198,7 +201,8 @@ class DistillService:
         snapshot: str | None = None,
         template: str = "default",
         leakage: LeakageOptions | None = None,
-        history_max_chars: int = 16_000,
+        history_max_chars: int = plain_context.DEFAULT_HISTORY_MAX_CHARS,
+        history_steps: int | None = None,
         steps: Sequence[int] | None = None,
         permission: Permission = Permission.DISTILL,
     ) -> ContextsResponse:
@@ -211,6 +215,7 @@ class DistillService:
             teachers=list(teachers),
             leakage=leakage or LeakageOptions(),
             history_max_chars=history_max_chars,
+            history_steps=history_steps,
             steps=None if steps is None else list(steps),
         )
         return self.contexts(principal, ns, body, permission=permission)
@@ -541,7 +546,7 @@ class DistillService:
         return counter
 
 
-def _chat(messages: Sequence[render.Message]) -> list[ChatMessage]:
+def _chat(messages: Sequence[plain_context.Message]) -> list[ChatMessage]:
     return [ChatMessage(role=m["role"], content=m["content"]) for m in messages]  # type: ignore[arg-type]
 
 

@@ -141,9 +141,16 @@ class LeakageRead(ResponseModel):
     excluded_trajectories: int = Field(0, description="trajectories whose evidence was excluded")
     excluded_tasks: int = Field(0, description="tasks whose evidence was excluded")
     dropped_items: int = Field(
-        0, description="items left out because their evidence is this trajectory's, its group's or its task's"
+        0,
+        description="items left out because their evidence is this trajectory's, its group's or its task's "
+        "(an exemplar or a card only when nothing is left once that evidence is subtracted)",
     )
     redacted_actions: int = Field(0, description="occurrences of the step's own action replaced by [action withheld]")
+    subtracted_evidence: int = Field(
+        0,
+        description="guarded evidence subtracted rather than the item hidden: evidence rows of merged exemplars "
+        "(their counts recomputed without them), rollouts of an evidence card (the card rebuilt without them)",
+    )
 
 
 class TeacherContext(ResponseModel):

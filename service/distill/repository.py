@@ -66,6 +66,8 @@ class Source:
     task_hash: str
     success: bool | None = None
     value: float | None = None
+    trajectory_pk: int | None = None
+    step_start: int | None = None  # the step it cites (None: the whole trajectory)
 
 
 @dataclass(frozen=True)
@@ -99,13 +101,23 @@ def list_reflection_sources(
         return out
     rv, ev = reflection_view(namespace, snapshot_pk), evidence_view(namespace, snapshot_pk)
     stmt = (
-        select(rv.c.id, ev.c.trajectory_id, ev.c.group_id, ev.c.task_hash, ev.c.success, ev.c.value)
+        select(
+            rv.c.id,
+            ev.c.trajectory_id,
+            ev.c.group_id,
+            ev.c.task_hash,
+            ev.c.success,
+            ev.c.value,
+            ev.c.trajectory_pk,
+            ev.c.step_start,
+        )
         .join(ev, ev.c.reflection_pk == rv.c.pk)
         .where(rv.c.id.in_(sorted(set(reflection_ids))))
         .order_by(rv.c.id, ev.c.trajectory_id, ev.c.step_start.is_(None), ev.c.step_start)
     )
-    for id_, trajectory_id, group_id, task_hash, success, value in session.execute(stmt):
-        out[id_].append(Source(trajectory_id, group_id, task_hash, success, None if value is None else float(value)))
+    for id_, trajectory_id, group_id, task_hash, success, value, trajectory_pk, step_start in session.execute(stmt):
+        value = None if value is None else float(value)
+        out[id_].append(Source(trajectory_id, group_id, task_hash, success, value, trajectory_pk, step_start))
     return out
 
 

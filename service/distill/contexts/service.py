@@ -468,18 +468,35 @@ class DistillService:
         )
         ids = sorted({item.id for r in results for item in r.items})
         spk = loaded.snapshot.pk if loaded.snapshot else None
+        splits = []
         with self.db.read() as session:  # every served item's evidence rows, in one query
             sources = repo.list_reflection_sources(session, ns, spk, ids)
+            for key, result in zip(keys, results, strict=True):
+                guards = loaded.guards[key[1]]
+                splits.append(
+                    [(item, *guards.split(sources.get(item.id, ()), task_guard=True)) for item in result.items]
+                )
+            # a subtracted exemplar shows the result of an occurrence left, not the
+            # first one's (which may be guarded): those steps, in one more read
+            origins = {
+                kept[0].trajectory_pk
+                for split in splits
+                for item, kept, excluded in split
+                if excluded and kept and item.kind in SUBTRACTED_KINDS and kept[0].trajectory_pk is not None
+            }
+            steps = reader.read_step_records(session, ns, spk, sorted(origins), repo.StepRecord) if origins else {}
         out = {}
-        for key, result in zip(keys, results, strict=True):
-            guards = loaded.guards[key[1]]
+        for key, split in zip(keys, splits, strict=True):
             memory = _Memory([], 0)
-            for item in result.items:
-                kept, excluded = guards.split(sources.get(item.id, ()), task_guard=True)
+            for item, kept, excluded in split:
                 if not excluded:
                     memory.items.append(item)
                 elif item.kind in SUBTRACTED_KINDS and kept:
-                    memory.items.append(_subtract(item, kept, excluded))
+                    origin = kept[0]
+                    step = next(
+                        (s for s in steps.get(origin.trajectory_pk or -1, ()) if s.index == origin.step_start), None
+                    )
+                    memory.items.append(_subtract(item, kept, excluded, step))
                     memory.subtracted += len(excluded)
                 else:  # hidden whole (normally the retrieval's filters did it already)
                     memory.dropped += 1
@@ -617,14 +634,23 @@ def _chat(messages: Sequence[plain_context.Message]) -> list[ChatMessage]:
     return [ChatMessage(role=m["role"], content=m["content"]) for m in messages]  # type: ignore[arg-type]
 
 
-def _subtract(item: RetrievedItem, kept: Sequence[repo.Source], excluded: Sequence[repo.Source]) -> RetrievedItem:
+def _subtract(
+    item: RetrievedItem,
+    kept: Sequence[repo.Source],
+    excluded: Sequence[repo.Source],
+    origin: repo.StepRecord | None,
+) -> RetrievedItem:
     """A merged exemplar without the guarded evidence rows: count, success_count,
     failure_count and the mean return_to_go recomputed from the rows left (as the
-    store computes them from all of its rows)."""
+    store computes them from all of its rows); its result, reward and internal state
+    those of `origin`, the first occurrence left (the stored content shows the
+    exemplar's first occurrence, which may be a guarded one)."""
     wins = sum(1 for s in kept if s.success is True)
     losses = sum(1 for s in kept if s.success is False)
     values = [s.value for s in kept if s.value is not None]
     content = dict(item.content)
+    if origin is not None:
+        content.update(result=origin.result, reward=origin.reward, internal_state=origin.internal_state)
     content.update(
         count=len(kept),
         success_count=wins,

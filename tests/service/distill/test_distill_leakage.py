@@ -262,6 +262,20 @@ def test_merged_exemplars_have_the_guarded_evidence_subtracted_not_the_item_hidd
     assert merged not in memory_for(api, "exemplar", {})["item_ids"]
 
 
+def test_a_subtracted_exemplar_shows_an_occurrence_left_not_a_guarded_one(api: TestClient) -> None:
+    # the exemplar's stored content is its first occurrence: here one of self's group
+    pantry = "You are in a pantry. A tin of tea leaves is on the shelf."
+    for id_, group, result in (("early-sib", "g", "the lid sticks"), ("other", "h3", "the tin opens")):
+        steps = [step(pantry, "open tin", result=result)]
+        post_trajectory(api, "leak", id_, task=TEA, group_id=group, steps=steps, success=True)
+        drain(api)  # one at a time: the sibling's occurrence is the stored first
+    teacher = memory_for(api, "exemplar", {"allow_same_task": True})
+    assert "Action taken: open tin\n  Result: the tin opens\n  (1/1 attempts succeeded" in teacher["privileged"]
+    assert "the lid sticks" not in teacher["privileged"]
+    opened = memory_for(api, "exemplar", {"allow_same_task": True, "allow_same_group": True})
+    assert "Result: the lid sticks\n  (2/2 attempts succeeded" in opened["privileged"]  # as stored
+
+
 def test_subtracted_exemplars_are_deterministic_under_a_snapshot(api: TestClient) -> None:
     merged = merged_twin(api)
     r = api.post("/v1/namespaces/leak/snapshots", json={"id": "pin"})

@@ -29,12 +29,12 @@ from typing import Any
 import numpy as np
 from sqlalchemy.orm import Session
 
+from domain.evidence_cards import action_key
 from domain.jobs import Dedup, Lane, Priority, declare
 from domain.reflections import ReflectionDraft
 from domain.settings import NamespaceSettings
 from reflectors import repository
 from reflectors.derived import Derived, upsert_derived
-from reflectors.evidence_cards import action_key
 from reflectors.registry import Reflector, register
 from reflectors.worker import JobView, Write
 from service.namespaces.stored import read_settings

@@ -1,5 +1,5 @@
 """Evidence cards (Pats), no LLM: per task, what the sibling rollouts of its latest
-rollout groups did that worked and what failed.
+rollout groups did that worked and what failed (the content: domain.evidence_cards).
 
 One card per (namespace, task), rebuilt when a rollout of the task closes, from the
 latest `groups` groups only: as the policy improves, old groups fall out and the
@@ -10,13 +10,10 @@ task text, so a trainer or agent asking with a task finds its card.
 from __future__ import annotations
 
 import hashlib
-from collections import Counter
-from dataclasses import dataclass
-from typing import Any
 
-import orjson
 from sqlalchemy.orm import Session
 
+from domain.evidence_cards import action_key, build_card, render_card
 from domain.jobs import Dedup, Lane, Priority, declare
 from domain.reflections import ReflectionDraft
 from domain.settings import NamespaceSettings
@@ -30,7 +27,7 @@ from store import evidence as evidence_repo
 from store import trajectories as trajectories_repo
 from store.database import Database
 from store.embedding.base import Embedder
-from store.models import Step, Trajectory
+from store.models import Trajectory
 
 NAME = "evidence_card"
 VERSION = "1"
@@ -42,109 +39,23 @@ JOB = declare(
     dedup=Dedup.COALESCE,
     description="rebuild a task's evidence card from its latest rollout groups",
 )
-TOP = 5  # actions listed as worked / failed
+# The card's content is built by domain.evidence_cards.build_card (the distill
+# contexts rebuild cards with it too); its names stay importable from here.
+__all__ = [
+    "JOB",
+    "KIND",
+    "NAME",
+    "VERSION",
+    "EvidenceCardReflector",
+    "action_key",
+    "build_card",
+    "card_id",
+    "render_card",
+]
 
 
 def card_id(namespace: str, task_hash: str) -> str:
     return "card_" + hashlib.sha256(f"{namespace}\x00{task_hash}".encode()).hexdigest()[:32]
-
-
-def action_key(action: Any) -> str:
-    text = action if isinstance(action, str) else orjson.dumps(action, option=orjson.OPT_SORT_KEYS).decode()
-    return " ".join(text.split()).lower()
-
-
-@dataclass(frozen=True)
-class _ActionStat:
-    action: str
-    in_successful: int
-    in_failed: int
-
-
-def _contrast(runs: list[tuple[Trajectory, list[Step]]]) -> tuple[list[_ActionStat], list[_ActionStat]]:
-    """Actions that separate successful from failed rollouts: the share of successful
-    rollouts using an action minus the share of failed ones (and the reverse)."""
-    won = [{action_key(s.action) for s in steps} for t, steps in runs if t.success]
-    lost = [{action_key(s.action) for s in steps} for t, steps in runs if t.success is False]
-    in_won, in_lost = Counter(a for acts in won for a in acts), Counter(a for acts in lost for a in acts)
-    stats = [_ActionStat(a, in_won[a], in_lost[a]) for a in sorted(set(in_won) | set(in_lost))]
-
-    def lift(s: _ActionStat) -> float:
-        return s.in_successful / max(1, len(won)) - s.in_failed / max(1, len(lost))
-
-    worked = sorted((s for s in stats if lift(s) >= 0.5 and s.in_successful >= 2), key=lambda s: (-lift(s), s.action))
-    failed = sorted((s for s in stats if lift(s) <= -0.5 and s.in_failed >= 2), key=lambda s: (lift(s), s.action))
-    return worked[:TOP], failed[:TOP]
-
-
-def build_card(task: str, runs: list[tuple[Trajectory, list[Step]]]) -> dict[str, Any]:
-    wins = [t for t, _ in runs if t.success]
-    worked, failed = _contrast(runs)
-    causes = Counter(
-        (action_key(s.action), " ".join(s.observation.split())[:160])
-        for t, steps in runs
-        if t.success is False
-        for s in steps
-        if s.caused_failure
-    )
-    reasons = Counter(t.failure_reason for t, _ in runs if t.success is False and t.failure_reason)
-    best = min(((t, steps) for t, steps in runs if t.success), key=lambda r: (len(r[1]), r[0].pk), default=None)
-    content: dict[str, Any] = {
-        "task": task,
-        "groups": sorted({t.group_id for t, _ in runs if t.group_id}),
-        "rollouts": len(runs),
-        "successes": len(wins),
-        "success_rate": round(len(wins) / len(runs), 4) if runs else 0.0,
-        "worked": [s.__dict__ for s in worked],
-        "failed": [s.__dict__ for s in failed],
-        "failure_causes": [{"action": a, "observation": o, "count": n} for (a, o), n in causes.most_common(TOP)],
-        "failure_reasons": [{"reason": r, "count": n} for r, n in reasons.most_common(TOP)],
-        "best_rollout": None
-        if best is None
-        else {
-            "trajectory_id": best[0].id,
-            "steps": len(best[1]),
-            "actions": [action_key(s.action) for s in best[1]][:30],
-        },
-    }
-    content["text"] = render_card(content)
-    return content
-
-
-def render_card(c: dict[str, Any]) -> str:
-    n_won = c["successes"]
-    n_lost = c["rollouts"] - n_won
-    lines = [
-        f"Task: {c['task']}",
-        f"Evidence from {len(c['groups'])} rollout group(s): {c['rollouts']} rollouts, {n_won} succeeded.",
-    ]
-    if c["worked"]:
-        lines.append(
-            "Worked: "
-            + "; ".join(
-                f"'{s['action']}' (in {s['in_successful']}/{n_won} successes, {s['in_failed']}/{n_lost} failures)"
-                for s in c["worked"]
-            )
-        )
-    if c["failed"]:
-        lines.append(
-            "Failed: "
-            + "; ".join(
-                f"'{s['action']}' (in {s['in_failed']}/{n_lost} failures, {s['in_successful']}/{n_won} successes)"
-                for s in c["failed"]
-            )
-        )
-    if c["failure_causes"]:
-        lines.append(
-            "Failures were caused by: "
-            + "; ".join(f"'{x['action']}' when '{x['observation']}' ({x['count']}x)" for x in c["failure_causes"])
-        )
-    if c["failure_reasons"]:
-        lines.append("Failure reasons: " + "; ".join(f"{x['reason']} ({x['count']}x)" for x in c["failure_reasons"]))
-    if c["best_rollout"]:
-        b = c["best_rollout"]
-        lines.append(f"Shortest success ({b['steps']} steps): " + " -> ".join(b["actions"]))
-    return "\n".join(lines)
 
 
 class EvidenceCardReflector:

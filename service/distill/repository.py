@@ -1,8 +1,8 @@
 """Reads behind teacher contexts and prefixes (service/distill): trajectories and
 their steps, rollout-group members, earlier attempts and successes at a task
-(through store.trajectory_reader), a task's evidence card and the sources of retrieved items, each through the
-snapshot views, so one query serves live reads and reads pinned to a snapshot
-(`snapshot_pk` None = live).
+(through store.trajectory_reader), tasks' evidence cards and the evidence rows of
+retrieved items, each through the snapshot views, so one query serves live reads
+and reads pinned to a snapshot (`snapshot_pk` None = live).
 
 Rows leave as plain frozen records: the caller closes its session before it
 builds anything from them.
@@ -58,16 +58,23 @@ class StepRecord:
 
 @dataclass(frozen=True)
 class Source:
-    """One trajectory a reflection cites: its id, rollout group and task."""
+    """One evidence row of a reflection: the trajectory it cites (id, rollout group,
+    task) and the credit and value it carries (a merged exemplar's statistics are
+    these rows' count, successes, failures and mean value)."""
 
     trajectory_id: str
     group_id: str | None
     task_hash: str
+    success: bool | None = None
+    value: float | None = None
+    trajectory_pk: int | None = None
+    step_start: int | None = None  # the step it cites (None: the whole trajectory)
 
 
 @dataclass(frozen=True)
 class CardRecord:
     id: str
+    task: str
     text: str
     sources: tuple[Source, ...]
 
@@ -88,36 +95,54 @@ def list_group_members(
 def list_reflection_sources(
     session: Session, namespace: str, snapshot_pk: int | None, reflection_ids: Sequence[str]
 ) -> dict[str, list[Source]]:
-    """reflection id -> every trajectory it cites (all of them, not the newest few)."""
+    """reflection id -> every evidence row it has (all of them, not the newest few),
+    in a fixed order (trajectory, first step), in one query."""
     out: dict[str, list[Source]] = {id_: [] for id_ in reflection_ids}
     if not reflection_ids:
         return out
     rv, ev = reflection_view(namespace, snapshot_pk), evidence_view(namespace, snapshot_pk)
     stmt = (
-        select(rv.c.id, ev.c.trajectory_id, ev.c.group_id, ev.c.task_hash)
+        select(
+            rv.c.id,
+            ev.c.trajectory_id,
+            ev.c.group_id,
+            ev.c.task_hash,
+            ev.c.success,
+            ev.c.value,
+            ev.c.trajectory_pk,
+            ev.c.step_start,
+        )
         .join(ev, ev.c.reflection_pk == rv.c.pk)
         .where(rv.c.id.in_(sorted(set(reflection_ids))))
-        .order_by(rv.c.id, ev.c.trajectory_id)
+        .order_by(rv.c.id, ev.c.trajectory_id, ev.c.step_start.is_(None), ev.c.step_start)
     )
-    for id_, trajectory_id, group_id, task_hash in session.execute(stmt):
-        out[id_].append(Source(trajectory_id, group_id, task_hash))
+    for id_, trajectory_id, group_id, task_hash, success, value, trajectory_pk, step_start in session.execute(stmt):
+        value = None if value is None else float(value)
+        out[id_].append(Source(trajectory_id, group_id, task_hash, success, value, trajectory_pk, step_start))
     return out
 
 
-def read_evidence_card(session: Session, namespace: str, snapshot_pk: int | None, task: str) -> CardRecord | None:
-    """The task's active evidence card (the newest if there were ever two) and the
-    trajectories it was built from."""
+def read_evidence_cards(
+    session: Session, namespace: str, snapshot_pk: int | None, tasks: Sequence[str]
+) -> dict[str, CardRecord | None]:
+    """task -> its active evidence card (the newest if there were ever two) and the
+    evidence rows it was built from (one per rollout); two queries for all tasks."""
+    out: dict[str, CardRecord | None] = dict.fromkeys(tasks)
+    if not tasks:
+        return out
     rv = reflection_view(namespace, snapshot_pk)
-    row = session.execute(
-        select(rv.c.id, rv.c.text)
-        .where(rv.c.kind == "evidence_card", rv.c.status == "active", rv.c.task == task)
-        .order_by(rv.c.updated_at.desc(), rv.c.pk.desc())
-        .limit(1)
-    ).one_or_none()
-    if row is None:
-        return None
-    sources = list_reflection_sources(session, namespace, snapshot_pk, [row.id])[row.id]
-    return CardRecord(id=row.id, text=row.text, sources=tuple(sources))
+    rows = session.execute(
+        select(rv.c.id, rv.c.task, rv.c.text)
+        .where(rv.c.kind == "evidence_card", rv.c.status == "active", rv.c.task.in_(sorted(set(tasks))))
+        .order_by(rv.c.task, rv.c.updated_at.desc(), rv.c.pk.desc())
+    ).all()
+    newest: dict[str, Any] = {}
+    for row in rows:
+        newest.setdefault(row.task, row)
+    sources = list_reflection_sources(session, namespace, snapshot_pk, [row.id for row in newest.values()])
+    for task, row in newest.items():
+        out[task] = CardRecord(id=row.id, task=task, text=row.text, sources=tuple(sources[row.id]))
+    return out
 
 
 def list_earlier_attempts(

@@ -1,9 +1,10 @@
 """Export rows from stored trajectories and steps: pure functions, no I/O.
 
 Chat messages are the `{"role", "content"}` lists TRL's trainers read. The plain
-prompt of a step is the task (system) and what the agent saw (user): the earlier
-steps' observations, actions and results, then the current observation. An
-action is shown as its text, a tool-call object as its JSON text.
+prompt of an sft row is the plain context of domain.contexts.plain, the one the
+distill contexts give a trainer (system: the task; then the earlier steps as
+user/assistant turns; last the current observation). An action is shown as its
+text, a tool-call object as its JSON text (sorted keys).
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from domain.contexts.plain import DEFAULT_HISTORY_MAX_CHARS, HistoryStep, PlainHistory, action_text
+from domain.contexts.templates import ContextTemplate
 from service.export.formats import json_text
 
 Row = Mapping[str, Any]
@@ -19,10 +22,6 @@ Message = dict[str, str]
 
 SECTION_ITEMS = 10  # most lines in one section of an attempt reflection
 REFLECTION_FIELD_CHARS = 300
-
-
-def action_text(action: Any) -> str:
-    return action if isinstance(action, str) else json_text(action)
 
 
 def shorten(text: str, max_chars: int) -> str:
@@ -93,32 +92,32 @@ def trajectory_row(t: Row, steps: Sequence[Row]) -> dict[str, Any]:
 # -- sft ------------------------------------------------------------------------------
 
 
-def history_block(step: Row) -> str:
-    """An earlier step as the agent saw it: `[i] observation / action / result`."""
-    lines = [f"[{step['index']}] observation: {step['observation']}", f"    action: {action_text(step['action'])}"]
-    if step["result"]:
-        lines.append(f"    result: {step['result']}")
-    if step["error"]:
-        lines.append(f"    error: {step['error']}")
-    return "\n".join(lines)
+def history_step(step: Row) -> HistoryStep:
+    """A stored step as the plain context shows it."""
+    return HistoryStep(
+        observation=step["observation"],
+        action=step["action"],
+        result=step["result"],
+        error=step["error"],
+        data=step["state_data"],
+    )
 
 
-def plain_prompt(task: str, history: Sequence[str], step: Row) -> list[Message]:
-    """System: the task. User: the earlier steps (already rendered) and the current state."""
-    current = state_text(step["observation"], step["state_data"])
-    user = "Steps so far:\n" + "\n".join(history) + "\n\nCurrent observation:\n" + current if history else current
-    return [message("system", task), message("user", user)]
-
-
-def sft_rows(t: Row, steps: Sequence[Row], *, history: int | None) -> Iterator[dict[str, Any]]:
-    """One row per step: the plain prompt of that step and its action as the answer."""
-    blocks: list[str] = []
-    for step in steps:
-        shown = blocks if history is None else blocks[max(0, len(blocks) - history) :]
-        messages = plain_prompt(t["task"], shown, step)
+def sft_rows(
+    t: Row,
+    steps: Sequence[Row],
+    *,
+    template: ContextTemplate,
+    history: int | None,
+    history_max_chars: int = DEFAULT_HISTORY_MAX_CHARS,
+) -> Iterator[dict[str, Any]]:
+    """One row per step: the plain context of that step (domain.contexts.plain, the
+    distill contexts' `plain`) and its action as the answer."""
+    plain = PlainHistory(template, t["task"], [history_step(s) for s in steps])
+    for position, step in enumerate(steps):
+        messages, _ = plain.messages(position, history_max_chars, history)
         messages.append(message("assistant", action_text(step["action"])))
-        yield sft_row(messages, t["id"], step["index"])
-        blocks.append(history_block(step))
+        yield sft_row(messages, t["id"], step["index"], template_version=template.id)
 
 
 def sft_row(

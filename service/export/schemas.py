@@ -15,13 +15,15 @@ from typing import Literal
 import pyarrow as pa
 from pydantic import BaseModel, ConfigDict, Field
 
+from domain.contexts.plain import DEFAULT_HISTORY_MAX_CHARS
 from domain.schemas import ID_PATTERN
 
 Dataset = Literal["trajectories", "sft", "preferences", "attempts"]
 ExportFormat = Literal["jsonl", "parquet"]
-# How an SFT prompt is built: `plain` is the task and what the agent saw (built
-# here); the others are the teacher contexts of POST …/distill/contexts (built by
-# service/distill for the stored trajectory, its template and leakage guards).
+# How an SFT prompt is built: `plain` is the task and what the agent saw (the plain
+# context of domain.contexts.plain, the distill contexts' own); the others are the
+# teacher contexts of POST …/distill/contexts (built by service/distill for the
+# stored trajectory, its template and leakage guards).
 SftContext = Literal["plain", "memory", "evidence_card", "attempt_summary"]
 
 MEDIA_TYPES: dict[str, str] = {"jsonl": "application/x-ndjson", "parquet": "application/vnd.apache.parquet"}
@@ -60,7 +62,17 @@ class ExportQuery(BaseModel):
         "context of that name from POST …/distill/contexts (memory, evidence_card, attempt_summary)",
     )
     history: int | None = Field(
-        None, ge=0, description="sft, context=plain: most earlier steps shown in the prompt (default: all of them)"
+        None,
+        ge=0,
+        le=1_000_000,
+        description="sft: most earlier steps shown in the prompt (default: any number), the contexts' history_steps",
+    )
+    history_max_chars: int = Field(
+        DEFAULT_HISTORY_MAX_CHARS,
+        ge=0,
+        le=1_000_000,
+        description="sft: most characters of earlier steps' turns shown in the prompt, oldest dropped first "
+        "(the contexts' history_max_chars)",
     )
     max_pairs_per_state: int = Field(4, ge=1, le=64, description="preferences: most pairs from one matched state")
     hints: bool = Field(

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from itertools import islice
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from domain.contexts.templates import load_template
 from domain.errors import InvalidInput
 from domain.hashing import task_hash
 from service.auth import Permission, Principal
@@ -37,6 +38,10 @@ from service.snapshots.service import SnapshotService
 from store import trajectory_reader as reader
 from store.database import Database
 from store.trajectory_reader import MAX_IN, ROLLOUT_FIELDS, STEP_COLUMNS, TrajectoryFilter
+
+# The context template of sft prompts, plain and teacher alike (its name@version in
+# every row's template_version).
+SFT_TEMPLATE = "default"
 
 # Exports carry a step's content but not its metadata; the per-token rollout arrays
 # only where they are written (the `trajectories` dataset), not where prompts are built.
@@ -54,6 +59,7 @@ T = TypeVar("T")
 _ONLY_FOR = {
     "context": "sft",
     "history": "sft",
+    "history_max_chars": "sft",
     "max_pairs_per_state": "preferences",
     "hints": "preferences",
 }
@@ -170,12 +176,6 @@ class ExportService:
         for name, dataset in _ONLY_FOR.items():
             if name in query.model_fields_set and query.dataset != dataset:
                 raise InvalidInput(f"{name} applies to dataset={dataset} only", field=name, rule="not_applicable")
-        if query.history is not None and query.context != "plain":
-            raise InvalidInput(
-                "history applies to context=plain (a teacher context keeps the distill template's history budget)",
-                field="history",
-                rule="not_applicable",
-            )
 
     @staticmethod
     def _filters(query: ExportQuery) -> TrajectoryFilter:
@@ -197,9 +197,9 @@ class ExportService:
         if query.dataset == "trajectories":
             return self._trajectory_rows(source, filters)
         if query.dataset == "sft" and query.context != "plain":
-            return self._teacher_sft_rows(source, filters, TeacherSpec(kind=query.context))
+            return self._teacher_sft_rows(source, filters, TeacherSpec(kind=query.context), query)
         if query.dataset == "sft":
-            return self._sft_rows(source, filters, history=query.history)
+            return self._sft_rows(source, filters, query)
         if query.dataset == "preferences":
             return self._preference_rows(source, filters, cap=query.max_pairs_per_state, hints=query.hints)
         return self._attempt_rows(source, filters)
@@ -253,13 +253,17 @@ class ExportService:
         for t, steps in self._all_with_steps(source, filters, TRAJECTORY_STEP_COLUMNS):
             yield build.trajectory_row(t, steps)
 
-    def _sft_rows(self, source: _Source, filters: TrajectoryFilter, *, history: int | None) -> Iterator[dict[str, Any]]:
+    def _sft_rows(self, source: _Source, filters: TrajectoryFilter, query: ExportQuery) -> Iterator[dict[str, Any]]:
+        """The plain context of each step (the distill contexts' `plain`, one template)."""
         successful = dataclasses.replace(filters, status="closed", success=True)
+        template = load_template(SFT_TEMPLATE)
         for t, steps in self._all_with_steps(source, successful):
-            yield from build.sft_rows(t, steps, history=history)
+            yield from build.sft_rows(
+                t, steps, template=template, history=query.history, history_max_chars=query.history_max_chars
+            )
 
     def _teacher_sft_rows(
-        self, source: _Source, filters: TrajectoryFilter, spec: TeacherSpec
+        self, source: _Source, filters: TrajectoryFilter, spec: TeacherSpec, query: ExportQuery
     ) -> Iterator[dict[str, Any]]:
         """SFT rows whose prompt is a teacher context built by service/distill: one
         call per chunk of trajectories (within its per-request limits; a trajectory
@@ -283,6 +287,9 @@ class ExportService:
                         [t["id"] for t in chunk],
                         [spec],
                         snapshot=source.snapshot_id,
+                        template=SFT_TEMPLATE,
+                        history_max_chars=query.history_max_chars,
+                        history_steps=query.history,
                         steps=window,
                         permission=Permission.EXPORT,
                     )

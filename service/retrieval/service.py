@@ -7,9 +7,10 @@ retrieval log is one short write at the end.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -125,11 +126,24 @@ class RetrievalService:
         return RetrieveBatchResponse(results=self.retrieve_many(principal, ns, body.requests, field="requests"))
 
     def retrieve_many(
-        self, principal: Principal, ns: str, reqs: list[RetrieveRequest], *, field: str, log: bool = True
+        self,
+        principal: Principal,
+        ns: str,
+        reqs: list[RetrieveRequest],
+        *,
+        field: str,
+        log: bool = True,
+        partial_kinds: frozenset[str] = frozenset(),
     ) -> list[RetrieveResponse]:
         """Retrieve for every request at once (the batch route, and teacher contexts,
         which pass log=False: a trainer's read is not an agent's decision and earns
-        no credit). `field` prefixes error fields ("requests" -> "requests[3].k")."""
+        no credit). `field` prefixes error fields ("requests" -> "requests[3].k").
+
+        `partial_kinds` (teacher contexts pass {"exemplar"}): items of these kinds
+        are not hidden by `exclude_trajectory_ids` / `exclude_tasks` when only some
+        of their evidence is excluded; they come back, counts whole, when any
+        citation survives, and the caller subtracts the excluded evidence (a merged
+        exemplar's statistics are per evidence row). Other kinds are hidden as usual."""
         principal.require(Permission.RETRIEVE, ns)
         started = time.perf_counter()
 
@@ -159,9 +173,12 @@ class RetrievalService:
             first_hits = self.search.first_hits(
                 ns, reqs, queries, lexical=view.settings.ranking.lexical_weight > 0, pinned=view.pinned
             )
-            prefetched = self._prefetch(ns, reqs, first_hits, view) if len(reqs) > 1 else None
+            prefetched = self._prefetch(ns, reqs, first_hits, view, partial_kinds) if len(reqs) > 1 else None
             chosen = [
-                self._choose(self._candidates(ns, req, view, query, baseline, hits, prefetched), req)
+                self._choose(
+                    self._candidates(ns, req, view, query, baseline, hits, prefetched, partial_kinds=partial_kinds),
+                    req,
+                )
                 for req, query, hits in zip(reqs, queries, first_hits, strict=True)
             ]
 
@@ -263,7 +280,9 @@ class RetrievalService:
             as_of=f.as_of,
         )
 
-    def _prefetch(self, ns: str, reqs: list[RetrieveRequest], hits: list[Hits], view: _View) -> _Prefetched:
+    def _prefetch(
+        self, ns: str, reqs: list[RetrieveRequest], hits: list[Hits], view: _View, partial: frozenset[str]
+    ) -> _Prefetched:
         """The first candidate rows of many requests in one query per distinct set of
         row filters, and their citations in one more: a batch of 1,280 states (a
         trainer's contexts) made 1,280 candidate queries before. Each request then
@@ -275,7 +294,7 @@ class RetrievalService:
         for req, (pks, _) in zip(reqs, hits, strict=True):
             filters = self._filters(req)
             wanted.setdefault(filters.without_citations(), set()).update(pks)
-            if filters.cites:
+            if filters.cites:  # (partial admission reads the same citations)
                 cited.update(pks)
         rows: dict[repo.CandidateFilters, dict[int, repo.CandidateRow]] = {}
         with self.db.read() as session:
@@ -294,10 +313,14 @@ class RetrievalService:
         baseline: float,
         first_hits: Hits,
         prefetched: _Prefetched | None = None,
+        *,
+        partial_kinds: frozenset[str] = frozenset(),
     ) -> list[_Candidate]:
         settings = view.settings
         snapshot_pk = view.snapshot.pk if view.snapshot is not None else None
         filters = self._filters(req)
+        sql_filters = _without_exclusions(filters) if partial_kinds.intersection(req.kinds) else filters
+        split = sql_filters is not filters  # the exclusions are applied per row, by kind, below
         want = self.search.wanted(req)
         fetch = self.search.fetch_size(req)
         weight = settings.ranking.internal_weight
@@ -314,11 +337,16 @@ class RetrievalService:
         pks, exhausted = first_hits
         while True:
             if prefetched is not None:  # the first round, fetched with the other requests'
-                rows = prefetched.rows_for(filters, pks)
+                rows = prefetched.rows_for(sql_filters, pks)
+                if split:
+                    rows = [r for r in rows if _admits(filters, r, prefetched.citations.get(r.pk, []), partial_kinds)]
                 prefetched = None
             else:
                 with self.db.read() as session:
-                    rows = repo.list_candidates(session, ns, sorted(pks), filters, self.embedder.name, snapshot_pk)
+                    rows = repo.list_candidates(session, ns, sorted(pks), sql_filters, self.embedder.name, snapshot_pk)
+                    if split:
+                        cites = repo.list_citations(session, ns, [r.pk for r in rows], snapshot_pk)
+                        rows = [r for r in rows if _admits(filters, r, cites.get(r.pk, []), partial_kinds)]
             rows = [r for r in rows if "state" in r.vectors and query.for_kind(r.kind) is not None]
             lexical = self._lexical(rows, words) if lexical_weight else [None] * len(rows)
             out = []
@@ -422,3 +450,26 @@ class RetrievalService:
         result = self.db.run_write(work)
         self.namespaces.outcomes_changed(ns)
         return result
+
+
+def _without_exclusions(filters: repo.CandidateFilters) -> repo.CandidateFilters:
+    """The filters less the trajectory and task exclusions (applied per row by `_admits`)."""
+    if not (filters.exclude_task_hashes or filters.exclude_trajectory_ids):
+        return filters
+    return dataclasses.replace(filters, exclude_task_hashes=(), exclude_trajectory_ids=())
+
+
+def _admits(
+    filters: repo.CandidateFilters, row: repo.CandidateRow, citations: Sequence[repo.Citation], partial: frozenset[str]
+) -> bool:
+    """The citation filters on one candidate: an item of a `partial` kind is admitted
+    when any citation is neither an excluded trajectory nor of an excluded task;
+    any other item when none is (CandidateFilters.admits)."""
+    if row.kind not in partial:
+        return filters.admits(citations)
+    if not _without_exclusions(filters).admits(citations):
+        return False
+    return any(
+        c.trajectory_id not in filters.exclude_trajectory_ids and c.task_hash not in filters.exclude_task_hashes
+        for c in citations
+    )

@@ -237,29 +237,66 @@ def test_trajectory_filters(world: TestClient, params: dict[str, Any], ids: list
     assert [r["id"] for r in jsonl(world, "trajectories", **params)] == ids
 
 
+SYSTEM = f"You are an agent working on a task. Choose the next action.\nTask: {KEY_TASK}"
+
+
 def test_sft_rows(world: TestClient) -> None:
     rows = jsonl(world, "sft")
     # Every step of every successful closed trajectory, in order; l1 (failed) and o1 (open) are not.
     assert [(r["trajectory_id"], r["step"]) for r in rows] == [("w1", 0), ("w1", 1), ("r1", 0), ("r1", 1), ("w2", 0)]
+    assert {r["template_version"] for r in rows} == {"default@1"}  # the plain context's template
     assert rows[0]["messages"] == [
-        {"role": "system", "content": KEY_TASK},
-        {"role": "user", "content": 'a hall\n\nState data: {"room":"hall"}'},
+        {"role": "system", "content": SYSTEM},
+        {"role": "user", "content": 'Observation: a hall\nState data: {"room":"hall"}'},
         {"role": "assistant", "content": "go north"},
     ]
     assert rows[1]["messages"] == [
-        {"role": "system", "content": KEY_TASK},
-        {
-            "role": "user",
-            "content": "Steps so far:\n[0] observation: a hall\n    action: go north\n    result: a room with a key"
-            "\n\nCurrent observation:\na room with a key",
-        },
+        {"role": "system", "content": SYSTEM},
+        {"role": "user", "content": 'Observation: a hall\nState data: {"room":"hall"}'},
+        {"role": "assistant", "content": "go north"},
+        {"role": "user", "content": "Result of your last action: a room with a key\n\nObservation: a room with a key"},
         # A tool call is its JSON text (keys sorted: the same on both engines).
         {"role": "assistant", "content": '{"args":{"what":"key"},"tool":"take"}'},
     ]
     no_history = jsonl(world, "sft", history=0)
-    assert no_history[1]["messages"][1]["content"] == "a room with a key"
+    assert no_history[1]["messages"] == [
+        {"role": "system", "content": SYSTEM},
+        {
+            "role": "user",
+            "content": "(1 earlier steps omitted)\n\nResult of your last action: a room with a key\n\n"
+            "Observation: a room with a key",
+        },
+        {"role": "assistant", "content": '{"args":{"what":"key"},"tool":"take"}'},
+    ]
+    assert jsonl(world, "sft", history_max_chars=0)[1]["messages"] == no_history[1]["messages"]
     assert [r["trajectory_id"] for r in jsonl(world, "sft", environment="boxes")] == ["w2"]
     assert len(jsonl(world, "sft", limit=3)) == 3
+
+
+@pytest.mark.parametrize("params", [{}, {"history": 0}, {"history": 1}, {"history_max_chars": 10}])
+def test_the_sft_plain_prompt_is_the_distill_plain_context(world: TestClient, params: dict[str, Any]) -> None:
+    """SFT-then-RL trains and rolls out on one prompt: an sft row's prompt is the
+    `plain` context POST …/distill/contexts gives for that trajectory and step
+    (messages and text), under the same history windows."""
+    from domain.contexts.plain import transcript
+    from domain.contexts.templates import load_template
+
+    template = load_template("default")
+    rows = jsonl(world, "sft", **params)
+    assert rows
+    windows = {"history_steps": params["history"]} if "history" in params else {}
+    windows |= {"history_max_chars": params["history_max_chars"]} if "history_max_chars" in params else {}
+    for row in rows:
+        body = {"trajectories": [{"id": row["trajectory_id"]}], "steps": [row["step"]], **windows}
+        r = world.post(f"/v1/namespaces/{NS}/distill/contexts", json=body)
+        assert r.status_code == 200, r.text
+        answer = r.json()
+        plain = answer["trajectories"][0]["steps"][0]["plain"]
+        prompt = row["messages"][:-1]
+        assert prompt == plain["messages"], (row["trajectory_id"], row["step"], params)
+        assert transcript(template, prompt) == plain["text"]
+        assert row["template_version"] == answer["template_version"]
+        assert row["messages"][-1]["role"] == "assistant"
 
 
 def test_sft_teacher_contexts_are_the_distill_contexts(world: TestClient) -> None:
@@ -267,7 +304,7 @@ def test_sft_teacher_contexts_are_the_distill_contexts(world: TestClient) -> Non
     POST …/distill/contexts gives for that step (leakage guards on), the action the answer."""
     drain(world)  # exemplars indexed, evidence cards built: memory and cards have something to say
     plain = jsonl(world, "sft")
-    assert {(r["context"], r["template_version"], tuple(r["item_ids"])) for r in plain} == {("plain", None, ())}
+    assert {(r["context"], r["template_version"], tuple(r["item_ids"])) for r in plain} == {("plain", "default@1", ())}
     applied = set()
     for kind in ("memory", "evidence_card", "attempt_summary"):
         rows = jsonl(world, "sft", context=kind)
@@ -496,7 +533,7 @@ def test_trl_data_utilities_accept_sft_and_preferences(world: TestClient, tmp_pa
         assert all(is_conversational(row) for row in sft)
         text = apply_chat_template(sft[0], tok)["text"]
         assert text == (
-            f"<|system|> {KEY_TASK} <|end|> <|user|> a hall\n\nState data: "
+            f"<|system|> {SYSTEM} <|end|> <|user|> Observation: a hall\nState data: "
             '{"room":"hall"} <|end|> <|assistant|> go north <|end|> '
         )
         rendered = sft.map(maybe_apply_chat_template, fn_kwargs={"processing_class": tok}, remove_columns=["messages"])
@@ -635,7 +672,8 @@ def test_bad_input(world: TestClient) -> None:
     assert error(export(world, "sft", hints="true")) == (422, "hints")
     assert error(export(world, "preferences", max_pairs_per_state=0)) == (422, "max_pairs_per_state")
     assert error(export(world, "sft", context="hindsight")) == (422, "context")  # a leak by design: not offered
-    assert error(export(world, "sft", context="memory", history=2)) == (422, "history")
+    assert error(export(world, "sft", history=-1)) == (422, "history")
+    assert error(export(world, "preferences", history_max_chars=10)) == (422, "history_max_chars")
     assert error(export(world, "sft", colour="blue")) == (422, "colour")
     assert error(export(world, "sft", ns="nowhere")) == (404, "namespace")
 

@@ -220,6 +220,13 @@ class ContextsRequest(RequestModel):
         le=1_000_000,
         description="the history shown (earlier steps' turns) never exceeds this; the oldest steps go first",
     )
+    history_steps: int | None = Field(
+        None,
+        ge=0,
+        le=1_000_000,
+        description="at most this many earlier steps shown (default: any number), the oldest dropped first; the sft "
+        "export's `history`",
+    )
     include: list[ContextRendering] | None = Field(
         None,
         min_length=1,
@@ -489,9 +496,17 @@ class LeakageApplied(ResponseModel):
     excluded_trajectories: int = Field(0, description="trajectories whose evidence was excluded")
     excluded_tasks: int = Field(0, description="tasks whose evidence was excluded")
     dropped_items: int = Field(
-        0, description="items left out because their evidence is this trajectory's, its group's or its task's"
+        0,
+        description="items left out because their evidence is this trajectory's, its group's or its task's (an "
+        "exemplar or a card only when nothing is left once that evidence is subtracted)",
     )
     redacted_actions: int = Field(0, description="occurrences of the step's own action replaced by [action withheld]")
+    subtracted_evidence: int = Field(
+        0,
+        description="guarded evidence subtracted rather than the item hidden: evidence rows of merged exemplars "
+        "(their counts recomputed without them), rollouts of an evidence card (the card rebuilt without "
+        "them)",
+    )
 
 
 class Logprobs(RequestModel):

@@ -16,8 +16,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from domain.contexts.plain import HistoryStep, action_text, result_text
 from domain.hashing import task_hash
-from service.distill.contexts.render import Draft, HistoryStep, Piece, action_text, clip, number, result_text
+from service.distill.contexts.render import Draft, Piece, clip, number
 from service.distill.contexts.schemas import ContextTrajectory
 from service.distill.repository import StepRecord, TrajectoryRecord
 from service.retrieval.schemas import RetrievedItem

@@ -1,33 +1,22 @@
-"""Pure rendering of contexts: the plain context of a step (task + the history the
-agent saw) as chat messages and text, the own-action guard, and fitting a teacher's
-privileged block into its character and token budgets.
+"""Pure rendering of teacher contexts: the own-action guard, fitting a teacher's
+privileged block into its character and token budgets, and adding it to the plain
+context of the step (rendered by domain.contexts.plain, the one plain context the
+SFT dataset shares).
 
 No I/O and no database here: service.py loads, these functions shape.
 """
 
 from __future__ import annotations
 
-import bisect
 import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from service.distill.contexts.templates import ContextTemplate
-
-Message = dict[str, str]  # {"role": "system" | "user" | "assistant", "content": str}
-
+from domain.contexts.templates import ContextTemplate
 
 # -- small text helpers ---------------------------------------------------------
-
-
-def action_text(action: Any) -> str:
-    """An action as the agent emitted it: the text, or a tool call as compact JSON
-    (sorted keys: PostgreSQL's JSONB does not keep key order)."""
-    if isinstance(action, str):
-        return action
-    return json.dumps(action, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
 def clip(text: str, most: int) -> str:
@@ -156,76 +145,7 @@ class HFTokenCounter:
         return ""
 
 
-# -- the plain context ------------------------------------------------------------
-
-
-def result_text(result: str | None, error: str | None) -> str:
-    parts = [result] if result else []
-    if error:
-        parts.append(f"Error: {error}")
-    return "\n".join(parts)
-
-
-@dataclass(frozen=True)
-class HistoryStep:
-    """What the plain context shows of a step."""
-
-    observation: str
-    action: Any
-    result: str | None
-    error: str | None
-    data: dict[str, Any] | None = None
-
-
-def observation_text(template: ContextTemplate, observation: str, data: dict[str, Any] | None) -> str:
-    """What the agent observed: the text, and its structured state as compact JSON."""
-    if not data:
-        return observation
-    return template.fill("state_data", observation=observation, data=action_text(data))
-
-
-class PlainHistory:
-    """The plain contexts of one trajectory's steps: the system message (the task),
-    each earlier step as user (observation and state data, after the previous
-    action's result) and
-    assistant (the action), and the current observation; within a history budget
-    that drops the oldest steps first, behind an "(N earlier steps omitted)" marker."""
-
-    def __init__(self, template: ContextTemplate, task: str, steps: Sequence[HistoryStep]) -> None:
-        self.template = template
-        self.system = template.fill("system", task=task)
-        self.users: list[str] = []
-        for i, s in enumerate(steps):
-            before = result_text(steps[i - 1].result, steps[i - 1].error) if i else ""
-            seen = observation_text(template, s.observation, s.data)
-            if before:
-                self.users.append(template.fill("observation_after", result=before, observation=seen))
-            else:
-                self.users.append(template.fill("observation", observation=seen))
-        self.assistants = [action_text(s.action) for s in steps]
-        self.prefix = [0]
-        for user, assistant in zip(self.users, self.assistants, strict=True):
-            self.prefix.append(self.prefix[-1] + len(user) + len(assistant))
-
-    def messages(self, position: int, budget: int) -> tuple[list[Message], int]:
-        """(the messages at step `position`, earlier steps omitted)."""
-        # the first kept step s: the smallest with prefix[position] - prefix[s] <= budget
-        start = bisect.bisect_left(self.prefix, self.prefix[position] - budget, 0, position + 1)
-        omitted = start
-        out: list[Message] = [{"role": "system", "content": self.system}]
-        for j in range(start, position):
-            out.append({"role": "user", "content": self.users[j]})
-            out.append({"role": "assistant", "content": self.assistants[j]})
-        out.append({"role": "user", "content": self.users[position]})
-        if omitted:
-            marker = self.template.fill("omitted", count=omitted)
-            out[1] = {"role": "user", "content": f"{marker}\n\n{out[1]['content']}"}
-        return out, omitted
-
-
-def transcript(template: ContextTemplate, messages: Sequence[Message]) -> str:
-    """The messages as one plain text."""
-    return "\n\n".join(template.fill("turn", role=m["role"], content=m["content"]) for m in messages)
+# -- the plain context (domain.contexts.plain) and a teacher's on it ---------------
 
 
 def with_privileged(template: ContextTemplate, system: str, text: str, block: str) -> tuple[str, str]:

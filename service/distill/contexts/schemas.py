@@ -11,6 +11,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
+from domain.contexts.plain import DEFAULT_HISTORY_MAX_CHARS
 from domain.reflections import Kind
 from domain.schemas import ClientId, RequestModel, ResponseModel
 from service.trajectories.schemas import TrajectoryCreate
@@ -91,10 +92,17 @@ class ContextsRequest(RequestModel):
     teachers: list[TeacherSpec] = Field(default_factory=list, description="teacher contexts wanted, each under NAME")
     leakage: LeakageOptions = Field(default_factory=LeakageOptions)
     history_max_chars: int = Field(
-        16_000,
+        DEFAULT_HISTORY_MAX_CHARS,
         ge=0,
         le=1_000_000,
         description="the history shown (earlier steps' turns) never exceeds this; the oldest steps go first",
+    )
+    history_steps: int | None = Field(
+        None,
+        ge=0,
+        le=1_000_000,
+        description="at most this many earlier steps shown (default: any number), the oldest dropped first; "
+        "the sft export's `history`",
     )
     include: list[Literal["text", "messages"]] = Field(
         default_factory=lambda: ["text", "messages"],
@@ -133,9 +141,16 @@ class LeakageRead(ResponseModel):
     excluded_trajectories: int = Field(0, description="trajectories whose evidence was excluded")
     excluded_tasks: int = Field(0, description="tasks whose evidence was excluded")
     dropped_items: int = Field(
-        0, description="items left out because their evidence is this trajectory's, its group's or its task's"
+        0,
+        description="items left out because their evidence is this trajectory's, its group's or its task's "
+        "(an exemplar or a card only when nothing is left once that evidence is subtracted)",
     )
     redacted_actions: int = Field(0, description="occurrences of the step's own action replaced by [action withheld]")
+    subtracted_evidence: int = Field(
+        0,
+        description="guarded evidence subtracted rather than the item hidden: evidence rows of merged exemplars "
+        "(their counts recomputed without them), rollouts of an evidence card (the card rebuilt without them)",
+    )
 
 
 class TeacherContext(ResponseModel):

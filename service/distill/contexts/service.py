@@ -20,7 +20,10 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
+from domain.contexts import plain as plain_context
+from domain.contexts.templates import ContextTemplate, TemplateError, available, load_template
 from domain.errors import InvalidInput, NotFound, Unavailable
+from domain.evidence_cards import build_card
 from domain.settings import NamespaceSettings, parse_settings
 from service.auth import Permission, Principal
 from service.distill import repository as repo
@@ -43,7 +46,6 @@ from service.distill.contexts.schemas import (
     TeacherSpec,
     TrajectoryContexts,
 )
-from service.distill.contexts.templates import ContextTemplate, TemplateError, available, load_template
 from service.limits.checks import LimitChecker
 from service.namespaces.service import NamespaceService
 from service.namespaces.stored import read_settings
@@ -56,6 +58,9 @@ from store.database import Database
 from store.snapshots import SnapshotRef
 
 MAX_TOKENS_CHARS = 200_000  # the character cap of a block budgeted by tokens alone
+# Kinds whose guarded evidence is subtracted rather than the item hidden: a merged
+# exemplar's statistics are per evidence row, so they are recomputed without it.
+SUBTRACTED_KINDS = frozenset({"exemplar"})
 _TASK_SCOPED = frozenset({"evidence_card", "attempt_summary"})
 _TRAJECTORY_SCOPED = frozenset({"hindsight", "reflection"})
 
@@ -78,6 +83,14 @@ class _Guards:
         if not self.options.allow_same_group:
             out |= self.siblings
         return sorted(out)
+
+    def split(self, sources: Sequence[repo.Source], *, task_guard: bool) -> tuple[list[repo.Source], list[repo.Source]]:
+        """(the sources that may be shown, those a guard excludes)."""
+        kept: list[repo.Source] = []
+        excluded: list[repo.Source] = []
+        for source in sources:
+            (excluded if self.leak(source, task_guard=task_guard) else kept).append(source)
+        return kept, excluded
 
     def leak(self, source: repo.Source, *, task_guard: bool) -> str | None:
         """Why evidence from this source may not be shown (None: it may)."""
@@ -104,6 +117,9 @@ class _Loaded:
     episodes: list[Episode]
     guards: list[_Guards]
     cards: dict[str, repo.CardRecord | None] = field(default_factory=dict)  # task -> card
+    # the rollouts a card is rebuilt from when a guard excludes some of its own: by trajectory id
+    card_runs: dict[str, tuple[repo.TrajectoryRecord, list[repo.StepRecord]]] = field(default_factory=dict)
+    rebuilt_cards: dict[tuple[str, tuple[str, ...]], str] = field(default_factory=dict)  # (card, runs) -> text
     attempts: list[tuple[list[Episode], int]] = field(default_factory=list)  # per episode: attempts, dropped
 
 
@@ -111,6 +127,7 @@ class _Loaded:
 class _Memory:
     items: list[RetrievedItem]
     dropped: int
+    subtracted: int = 0  # evidence rows subtracted from merged exemplars
 
 
 @dataclass
@@ -165,11 +182,13 @@ class DistillService:
         memory = self._memory(principal, ns, body, loaded, positions)
         out = []
         for e_i, (episode, guards) in enumerate(zip(loaded.episodes, loaded.guards, strict=True)):
-            history = render.PlainHistory(template, episode.task, [builders.history_step(s) for s in episode.steps])
+            history = plain_context.PlainHistory(
+                template, episode.task, [builders.history_step(s) for s in episode.steps]
+            )
             steps = []
             for position in positions[e_i]:
-                messages, omitted = history.messages(position, body.history_max_chars)
-                plain_text = render.transcript(template, messages)
+                messages, omitted = history.messages(position, body.history_max_chars, body.history_steps)
+                plain_text = plain_context.transcript(template, messages)
                 plain = PlainContext(
                     text=plain_text,
                     messages=_chat(messages),
@@ -198,7 +217,8 @@ class DistillService:
         snapshot: str | None = None,
         template: str = "default",
         leakage: LeakageOptions | None = None,
-        history_max_chars: int = 16_000,
+        history_max_chars: int = plain_context.DEFAULT_HISTORY_MAX_CHARS,
+        history_steps: int | None = None,
         steps: Sequence[int] | None = None,
         permission: Permission = Permission.DISTILL,
     ) -> ContextsResponse:
@@ -211,6 +231,7 @@ class DistillService:
             teachers=list(teachers),
             leakage=leakage or LeakageOptions(),
             history_max_chars=history_max_chars,
+            history_steps=history_steps,
             steps=None if steps is None else list(steps),
         )
         return self.contexts(principal, ns, body, permission=permission)
@@ -335,15 +356,34 @@ class DistillService:
             ]
             loaded = _Loaded(snapshot=snap, settings=settings, episodes=episodes, guards=guards)
             if "evidence_card" in kinds:
-                for e in episodes:
-                    if e.task not in loaded.cards:
-                        loaded.cards[e.task] = repo.read_evidence_card(session, ns, spk, e.task)
+                loaded.cards = repo.read_evidence_cards(session, ns, spk, sorted({e.task for e in episodes}))
+                loaded.card_runs = self._card_runs(session, ns, spk, loaded)
             if "attempt_summary" in kinds:
                 most = max((s.k or DEFAULT_ATTEMPTS) for s in body.teachers if s.kind == "attempt_summary")
                 loaded.attempts = [
                     self._attempts(session, ns, spk, e, g, most) for e, g in zip(episodes, guards, strict=True)
                 ]
         return loaded
+
+    @staticmethod
+    def _card_runs(
+        session: Session, ns: str, spk: int | None, loaded: _Loaded
+    ) -> dict[str, tuple[repo.TrajectoryRecord, list[repo.StepRecord]]]:
+        """The rollouts (trajectory and steps, under the snapshot) that cards are
+        rebuilt from: for every episode whose guards exclude some of its task's card's
+        rollouts, the ones left; all of them in two reads."""
+        wanted: set[str] = set()
+        for episode, guards in zip(loaded.episodes, loaded.guards, strict=True):
+            card = loaded.cards.get(episode.task)
+            if card is not None:
+                kept, excluded = guards.split(card.sources, task_guard=False)
+                if excluded:
+                    wanted |= {s.trajectory_id for s in kept}
+        if not wanted:
+            return {}
+        records = reader.read_trajectory_records(session, ns, spk, sorted(wanted), repo.TrajectoryRecord)
+        steps = reader.read_step_records(session, ns, spk, sorted(r.pk for r in records.values()), repo.StepRecord)
+        return {id_: (rec, steps.get(rec.pk, [])) for id_, rec in records.items()}
 
     @staticmethod
     def _attempts(
@@ -423,20 +463,44 @@ class DistillService:
                     )
         if not requests:
             return {}
-        results = self.retrieval.retrieve_many(principal, ns, requests, field="trajectories", log=False)
+        results = self.retrieval.retrieve_many(
+            principal, ns, requests, field="trajectories", log=False, partial_kinds=SUBTRACTED_KINDS
+        )
         ids = sorted({item.id for r in results for item in r.items})
         spk = loaded.snapshot.pk if loaded.snapshot else None
-        with self.db.read() as session:
+        splits = []
+        with self.db.read() as session:  # every served item's evidence rows, in one query
             sources = repo.list_reflection_sources(session, ns, spk, ids)
+            for key, result in zip(keys, results, strict=True):
+                guards = loaded.guards[key[1]]
+                splits.append(
+                    [(item, *guards.split(sources.get(item.id, ()), task_guard=True)) for item in result.items]
+                )
+            # a subtracted exemplar shows the result of an occurrence left, not the
+            # first one's (which may be guarded): those steps, in one more read
+            origins = {
+                kept[0].trajectory_pk
+                for split in splits
+                for item, kept, excluded in split
+                if excluded and kept and item.kind in SUBTRACTED_KINDS and kept[0].trajectory_pk is not None
+            }
+            steps = reader.read_step_records(session, ns, spk, sorted(origins), repo.StepRecord) if origins else {}
         out = {}
-        for key, result in zip(keys, results, strict=True):
-            guards = loaded.guards[key[1]]
-            kept = [
-                item
-                for item in result.items
-                if not any(guards.leak(s, task_guard=True) for s in sources.get(item.id, ()))
-            ]
-            out[key] = _Memory(kept, len(result.items) - len(kept))
+        for key, split in zip(keys, splits, strict=True):
+            memory = _Memory([], 0)
+            for item, kept, excluded in split:
+                if not excluded:
+                    memory.items.append(item)
+                elif item.kind in SUBTRACTED_KINDS and kept:
+                    origin = kept[0]
+                    step = next(
+                        (s for s in steps.get(origin.trajectory_pk or -1, ()) if s.index == origin.step_start), None
+                    )
+                    memory.items.append(_subtract(item, kept, excluded, step))
+                    memory.subtracted += len(excluded)
+                else:  # hidden whole (normally the retrieval's filters did it already)
+                    memory.dropped += 1
+            out[key] = memory
         return out
 
     # -- one teacher context ----------------------------------------------------------
@@ -467,6 +531,7 @@ class DistillService:
                 excluded_trajectories=len(guards.excluded_ids()),
                 excluded_tasks=0 if o.allow_same_task else 1,
                 dropped_items=found.dropped,
+                subtracted_evidence=found.subtracted,
             )
             draft = builders.memory_draft(found.items, list(spec.kinds or DEFAULT_MEMORY_KINDS))
         elif spec.kind == "hindsight":
@@ -475,15 +540,11 @@ class DistillService:
             draft = builders.reflection_draft(episode)
         elif spec.kind == "evidence_card":
             card = loaded.cards.get(episode.task)
-            leaks = sorted({why for s in card.sources if (why := guards.leak(s, task_guard=False))}) if card else []
             leakage["excluded_trajectories"] = len(guards.excluded_ids())
             if card is None:
                 draft = NotApplicable("the task has no evidence card (cards come from closed rollout groups)")
-            elif leaks:
-                leakage["dropped_items"] = 1
-                draft = NotApplicable(f"the task's evidence card draws on {' and '.join(leaks)} (leakage guard)")
             else:
-                draft = builders.evidence_card_draft(card.id, card.text)
+                draft = self._card(card, guards, loaded, leakage)
         else:  # attempt_summary
             attempts, dropped = loaded.attempts[at.e_i]
             leakage.update(excluded_trajectories=len(guards.excluded_ids()), dropped_items=dropped)
@@ -516,6 +577,34 @@ class DistillService:
             applicable=True,
         )
 
+    @staticmethod
+    def _card(
+        card: repo.CardRecord, guards: _Guards, loaded: _Loaded, leakage: dict[str, Any]
+    ) -> render.Draft | NotApplicable:
+        """The task's card for this episode: as stored, or, when it draws on rollouts a
+        guard excludes, rebuilt without them by the reflector's own function
+        (domain.evidence_cards.build_card); not applicable when nothing is left."""
+        kept, excluded = guards.split(card.sources, task_guard=False)
+        if not excluded:
+            return builders.evidence_card_draft(card.id, card.text)
+        leaks = sorted({why for s in excluded if (why := guards.leak(s, task_guard=False))})
+        leakage["subtracted_evidence"] = len({s.trajectory_id for s in excluded})
+        runs = sorted(
+            (loaded.card_runs[id_] for id_ in {s.trajectory_id for s in kept} if id_ in loaded.card_runs),
+            key=lambda run: run[0].pk,  # the reflector's order: oldest rollout first
+        )
+        if not runs:
+            leakage["dropped_items"] = 1
+            return NotApplicable(
+                f"the task's evidence card draws only on {' and '.join(leaks)}: "
+                "nothing is left once they are subtracted (leakage guard)"
+            )
+        key = (card.id, tuple(run[0].id for run in runs))
+        text = loaded.rebuilt_cards.get(key)
+        if text is None:
+            text = loaded.rebuilt_cards[key] = build_card(card.task, runs)["text"]
+        return builders.evidence_card_draft(card.id, text)
+
     # -- tokens -------------------------------------------------------------------------
 
     def _tokenizer(self, settings: NamespaceSettings) -> render.HFTokenCounter | None:
@@ -541,8 +630,42 @@ class DistillService:
         return counter
 
 
-def _chat(messages: Sequence[render.Message]) -> list[ChatMessage]:
+def _chat(messages: Sequence[plain_context.Message]) -> list[ChatMessage]:
     return [ChatMessage(role=m["role"], content=m["content"]) for m in messages]  # type: ignore[arg-type]
+
+
+def _subtract(
+    item: RetrievedItem,
+    kept: Sequence[repo.Source],
+    excluded: Sequence[repo.Source],
+    origin: repo.StepRecord | None,
+) -> RetrievedItem:
+    """A merged exemplar without the guarded evidence rows: count, success_count,
+    failure_count and the mean return_to_go recomputed from the rows left (as the
+    store computes them from all of its rows); its result, reward and internal state
+    those of `origin`, the first occurrence left (the stored content shows the
+    exemplar's first occurrence, which may be a guarded one)."""
+    wins = sum(1 for s in kept if s.success is True)
+    losses = sum(1 for s in kept if s.success is False)
+    values = [s.value for s in kept if s.value is not None]
+    content = dict(item.content)
+    if origin is not None:
+        content.update(result=origin.result, reward=origin.reward, internal_state=origin.internal_state)
+    content.update(
+        count=len(kept),
+        success_count=wins,
+        failure_count=losses,
+        return_to_go=sum(values) / len(values) if values else None,
+        success=None if wins == losses else wins > losses,
+    )
+    gone = {s.trajectory_id for s in excluded}
+    return item.model_copy(
+        update={
+            "content": content,
+            "evidence_count": len(kept),
+            "evidence": [e for e in item.evidence if e.trajectory_id not in gone],
+        }
+    )
 
 
 def _keep_only(trajectories: list[TrajectoryContexts], include: set[str]) -> None:

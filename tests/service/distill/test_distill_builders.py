@@ -16,9 +16,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from service.distill.contexts import builders, render, templates
+from domain.contexts import templates
+from domain.contexts.plain import PlainHistory, transcript
+from service.distill.contexts import builders
 from service.distill.contexts.builders import Episode, EpisodeStep, NotApplicable, Outcome
-from service.distill.contexts.render import ActionGuard, Draft, HFTokenCounter, Piece, PlainHistory, fit
+from service.distill.contexts.render import ActionGuard, Draft, HFTokenCounter, Piece, fit
 
 TEMPLATE = templates.load_template("default")
 
@@ -135,7 +137,7 @@ def test_plain_messages_are_the_task_then_observation_action_turns() -> None:
             "Observation: the door is still locked",
         },
     ]
-    text = render.transcript(TEMPLATE, messages)
+    text = transcript(TEMPLATE, messages)
     assert text.startswith("[system]\nYou are an agent working on a task.")
     assert "\n\n[assistant]\ngo north\n\n[user]\nResult of your last action: you walk north" in text
     first, _ = history(STEPS).messages(0, 10_000)

@@ -169,10 +169,27 @@ def test_each_teacher_kind_on_a_hand_made_fixture(api: TestClient) -> None:
     # a1 itself: the earlier attempt before it (a0) is its own rollout group's
     assert t["attempt_summary"]["applicable"] is False
 
-    # The card draws on g1..g3: not for a1 nor the retry (their groups), but for a new group's rollout.
-    assert t["evidence_card"]["applicable"] is False and "rollout group" in t["evidence_card"]["reason"]
-    assert t["evidence_card"]["leakage"]["dropped_items"] == 1
+    # The card draws on g1..g3. For a1 it is rebuilt without a1's group g1 (a0, a1): from g2 and g3 alone.
+    own = t["evidence_card"]
+    assert own["applicable"] and own["item_ids"] == new[0]["teachers"]["evidence_card"]["item_ids"]
+    assert own["leakage"]["subtracted_evidence"] == 2 and own["leakage"]["dropped_items"] == 0
+    assert own["privileged"] == (
+        "Privileged context: what the latest rollouts of this task did that worked and what failed.\n"
+        "Task: open the door\n"
+        "Evidence from 2 rollout group(s): 3 rollouts, 2 succeeded.\n"
+        "Worked: 'unlock door' (in 2/2 successes, 0/1 failures)\n"
+        "Failures were caused by: 'kick door' when 'holding the key, the door is locked' (1x)\n"
+        "Failure reasons: the door held (1x)\n"
+        "Shortest success (3 steps): go north -> [action withheld] -> unlock door"  # a1's own action: take key
+    )
+    # the retry (g3): rebuilt from g1 and g2
+    assert (
+        "Evidence from 2 rollout group(s): 4 rollouts, 2 succeeded."
+        in retry[0]["teachers"]["evidence_card"]["privileged"]
+    )
     card = new[0]["teachers"]["evidence_card"]
+    assert card["leakage"]["subtracted_evidence"] == 0
+    assert "Evidence from 3 rollout group(s): 5 rollouts, 3 succeeded." in card["privileged"]
     assert card["applicable"] and card["item_ids"][0].startswith("card_")
     assert "Worked: 'unlock door'" in card["privileged"] and "Failed: 'kick door'" in card["privileged"]
     assert (

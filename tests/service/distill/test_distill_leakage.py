@@ -192,13 +192,19 @@ def test_task_scoped_kinds_keep_the_trajectory_and_group_guards(api: TestClient)
 
     own = teachers({"id": "self"}, {})
     card, summary = own["evidence_card"], own["attempt_summary"]
-    assert card["applicable"] is False and card["leakage"]["task_scoped"] is True
-    assert card["reason"] == "the task's evidence card draws on its rollout group and this trajectory (leakage guard)"
+    # the card draws on peer (group h), sib and self (group g): rebuilt from peer alone, not dropped
+    assert card["applicable"] and card["leakage"]["task_scoped"] is True
+    assert card["leakage"]["subtracted_evidence"] == 2 and card["leakage"]["dropped_items"] == 0
+    assert "Task: make tea\nEvidence from 1 rollout group(s): 1 rollouts, 1 succeeded." in card["privileged"]
+    assert "fill kettle" not in card["privileged"] and "tea spilt" not in card["privileged"]
     assert summary["applicable"] and summary["item_ids"] == ["peer"]  # sib is self's group; far another task
     assert summary["leakage"]["task_scoped"] is True and summary["leakage"]["allow_same_task"] is False
 
     opened = teachers({"id": "self"}, {"allow_same_group": True, "allow_same_trajectory": True})
     assert opened["evidence_card"]["applicable"] is True
+    assert opened["evidence_card"]["leakage"]["subtracted_evidence"] == 0
+    assert "Evidence from 2 rollout group(s): 3 rollouts, 2 succeeded." in opened["evidence_card"]["privileged"]
+    assert "Failure reasons: tea spilt (1x)" in opened["evidence_card"]["privileged"]
     assert opened["attempt_summary"]["item_ids"] == ["sib", "peer"]  # newest first, stored before self
 
     # a rollout of a new group: the card is about its task by design, no task guard
@@ -206,6 +212,97 @@ def test_task_scoped_kinds_keep_the_trajectory_and_group_guards(api: TestClient)
     assert fresh["evidence_card"]["applicable"] is True
     assert "light stove" in fresh["evidence_card"]["privileged"]
     assert fresh["attempt_summary"]["item_ids"] == ["self", "sib", "peer"]
+
+
+def test_a_card_drawing_only_on_the_trajectory_and_its_group_says_so(api: TestClient) -> None:
+    for id_, success in (("c1", True), ("c2", False)):
+        post_trajectory(
+            api, "leak", id_, task="make coffee", group_id="c", steps=[step("a grinder", "grind")], success=success
+        )
+    drain(api)
+    body = {"trajectories": [{"id": "c1"}], "steps": [0], "teachers": [{"kind": "evidence_card"}]}
+    r = api.post(URL, json=body)
+    assert r.status_code == 200, r.text
+    card = r.json()["trajectories"][0]["steps"][0]["teachers"]["evidence_card"]
+    assert card["applicable"] is False and card["privileged"] == "" and card["chars"] == 0
+    assert card["reason"] == (
+        "the task's evidence card draws only on its rollout group and this trajectory: "
+        "nothing is left once they are subtracted (leakage guard)"
+    )
+    assert card["leakage"]["dropped_items"] == 1 and card["leakage"]["subtracted_evidence"] == 2
+
+
+def merged_twin(api: TestClient) -> str:
+    """A rollout of self's group g that met peer's state and took peer's action and
+    failed: peer's exemplar is now merged from two evidence rows, one of g. Returns its id."""
+    steps = [step(KITCHEN + " (peer)", "light stove", result="something happens")]
+    post_trajectory(api, "leak", "twin", task=TEA, group_id="g", steps=steps, outcome={"success": False})
+    drain(api)
+    merged = exemplar_ids(api)["peer"]
+    r = api.get(f"/v1/namespaces/leak/reflections/{merged}")
+    assert r.status_code == 200 and r.json()["evidence_count"] == 2, r.text
+    return merged
+
+
+def test_merged_exemplars_have_the_guarded_evidence_subtracted_not_the_item_hidden(api: TestClient) -> None:
+    merged = merged_twin(api)
+    # allow_same_task: peer's attempt may be shown; the twin (self's group) may not: subtracted
+    teacher = memory_for(api, "exemplar", {"allow_same_task": True})
+    assert merged in teacher["item_ids"] and visible(api, "exemplar", teacher) == {"far", "peer"}
+    assert (
+        "Action taken: light stove\n  Result: something happens\n  (1/1 attempts succeeded, return-to-go 1.00)"
+        in (teacher["privileged"])
+    )
+    assert teacher["leakage"]["subtracted_evidence"] == 1 and teacher["leakage"]["dropped_items"] == 0
+    # the group allowed too: both rows count
+    opened = memory_for(api, "exemplar", {"allow_same_task": True, "allow_same_group": True})
+    assert "(1/2 attempts succeeded, return-to-go 0.50)" in opened["privileged"]
+    assert opened["leakage"]["subtracted_evidence"] == 0
+    # the task guard on: both rows are the task's, nothing is left: hidden
+    assert merged not in memory_for(api, "exemplar", {})["item_ids"]
+
+
+def test_a_subtracted_exemplar_shows_an_occurrence_left_not_a_guarded_one(api: TestClient) -> None:
+    # the exemplar's stored content is its first occurrence: here one of self's group
+    pantry = "You are in a pantry. A tin of tea leaves is on the shelf."
+    for id_, group, result in (("early-sib", "g", "the lid sticks"), ("other", "h3", "the tin opens")):
+        steps = [step(pantry, "open tin", result=result)]
+        post_trajectory(api, "leak", id_, task=TEA, group_id=group, steps=steps, success=True)
+        drain(api)  # one at a time: the sibling's occurrence is the stored first
+    teacher = memory_for(api, "exemplar", {"allow_same_task": True})
+    assert "Action taken: open tin\n  Result: the tin opens\n  (1/1 attempts succeeded" in teacher["privileged"]
+    assert "the lid sticks" not in teacher["privileged"]
+    opened = memory_for(api, "exemplar", {"allow_same_task": True, "allow_same_group": True})
+    assert "Result: the lid sticks\n  (2/2 attempts succeeded" in opened["privileged"]  # as stored
+
+
+def test_subtracted_exemplars_are_deterministic_under_a_snapshot(api: TestClient) -> None:
+    merged = merged_twin(api)
+    r = api.post("/v1/namespaces/leak/snapshots", json={"id": "pin"})
+    assert r.status_code in (200, 201), r.text
+    body = {
+        "snapshot": "pin",
+        "trajectories": [{"id": "self"}],
+        "teachers": [{"kind": "memory", "kinds": ["exemplar"], "k": 20}, {"kind": "evidence_card"}],
+        "leakage": {"allow_same_task": True},
+    }
+    first = api.post(URL, json=body)
+    assert first.status_code == 200, first.text
+    # more of the same state and action since: a success of another group, another of self's group
+    for id_, group, success in (("later", "h2", True), ("later-sib", "g", True)):
+        steps = [step(KITCHEN + " (peer)", "light stove", result="something happens")]
+        post_trajectory(api, "leak", id_, task=TEA, group_id=group, steps=steps, success=success)
+    drain(api)
+    again = api.post(URL, json=body)
+    assert again.status_code == 200 and again.content == first.content
+    memory = first.json()["trajectories"][0]["steps"][0]["teachers"]["memory"]
+    assert merged in memory["item_ids"] and "(1/1 attempts succeeded, return-to-go 1.00)" in memory["privileged"]
+    live = api.post(URL, json={k: v for k, v in body.items() if k != "snapshot"}).json()
+    live_memory = live["trajectories"][0]["steps"][0]["teachers"]["memory"]
+    assert (
+        "(2/2 attempts succeeded, return-to-go 1.00)" in live_memory["privileged"]
+    )  # peer and later; twin and later-sib subtracted
+    assert live_memory["leakage"]["subtracted_evidence"] == 2
 
 
 # -- the own-action guard, through the API --------------------------------------------

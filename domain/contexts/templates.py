@@ -1,6 +1,7 @@
-"""Versioned context templates: one folder per template under templates/, a
-`manifest.json` ({"name", "version", "description"}) and one `string.Template` file
-per part (the plain context's turns, and one per teacher kind).
+"""Versioned context templates: one folder per template under templates/ (next to
+this module), a `manifest.json` ({"name", "version", "description"}) and one
+`string.Template` file per part (the plain context's turns, and one per teacher
+kind of service.distill).
 
 A released version is never edited: a change of wording is a new version (or a new
 template), so the `template_version` a response echoes ("default@1") names the exact

@@ -121,7 +121,8 @@ class Services:
             worker.on_close(judge.close)
         snapshots = SnapshotService(db, namespaces, embedder.name)
         retrieval = RetrievalService(db, namespaces, embedder, registry, checker, snapshots)
-        distill = DistillService(db, namespaces, snapshots, retrieval, checker)
+        tasks = TaskService(db, namespaces, snapshots)
+        distill = DistillService(db, namespaces, snapshots, retrieval, checker, tasks)
         reflections = ReflectionService(db, namespaces, checker)
         trajectories = TrajectoryService(db, namespaces, checker, on_enqueue=worker.wake)
         review_rule = ReviewRuleFactory(settings.ui.review_min_uses, settings.ui.review_renew_after)
@@ -142,7 +143,7 @@ class Services:
             distill=distill,
             prefixes=PrefixService(db, namespaces, snapshots, checker),
             exports=ExportService(db, namespaces, snapshots, settings.limits),
-            tasks=TaskService(db, namespaces, snapshots),
+            tasks=tasks,
             rubrics=RubricService(db, namespaces, snapshots, checker, judge),
             advantages=AdvantageService(settings.limits),
             teacher=TeacherService(settings.teacher, db, namespaces, distill, checker),

@@ -44,6 +44,7 @@ class TaskFilters:
     agent: str | None = None
     policy_version: str | None = None
     min_attempts: int | None = None
+    task_hashes: tuple[str, ...] | None = None  # only these tasks
 
 
 @dataclass(frozen=True)
@@ -137,6 +138,8 @@ def list_task_stats(
         outcomes_stmt = outcomes_stmt.where(tv.c.agent == filters.agent)
     if filters.policy_version is not None:
         outcomes_stmt = outcomes_stmt.where(tv.c.policy_version == filters.policy_version)
+    if filters.task_hashes is not None:
+        outcomes_stmt = outcomes_stmt.where(tv.c.task_hash.in_(sorted(set(filters.task_hashes))))
     outcomes = outcomes_stmt.subquery("task_outcomes")
     o = outcomes.c
     task_key = [o.task_hash, *([o.policy_version] if by_policy else [])]

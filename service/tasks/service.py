@@ -11,8 +11,11 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
+
+from sqlalchemy.orm import Session
 
 from domain.errors import InvalidInput
 from service.auth import Permission, Principal
@@ -135,3 +138,26 @@ class TaskService:
             next_cursor=next_cursor,
             snapshot=ref.id if ref is not None else None,
         )
+
+    @staticmethod
+    def stats_for_policy(
+        session: Session, ns: str, snapshot_pk: int | None, task_hashes: Sequence[str], policy_version: str
+    ) -> dict[str, TaskStats]:
+        """task hash -> the statistics GET …/tasks?group_by=task,policy_version gives
+        the task for this policy version (absent: never attempted by it), in the
+        caller's read unit."""
+        wanted = sorted(set(task_hashes))
+        if not wanted:
+            return {}
+        rows = repo.list_task_stats(
+            session,
+            ns,
+            snapshot_pk=snapshot_pk,
+            by_policy=True,
+            filters=TaskFilters(policy_version=policy_version, task_hashes=tuple(wanted)),
+            sort="task",
+            descending=False,
+            after=None,
+            limit=len(wanted),
+        )
+        return {row.task_hash: row for row in rows}

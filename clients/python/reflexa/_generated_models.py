@@ -95,6 +95,17 @@ class AdvantagesResponse(ResponseModel):
     diagnostics: Diagnostics
 
 
+class AppliedBudget(ResponseModel):
+    """The budget a faded teacher context was built with."""
+
+    share: float = Field(description="max(floor, 1 − success_rate), or 1 below min_attempts")
+    success_rate: float | None = Field(None, description="the task's for fade.policy_version (null: no judged attempt)")
+    attempts: int = Field(description="closed attempts at the task by fade.policy_version")
+    max_chars: int
+    max_tokens: int | None = None
+    max_items: int | None = Field(None, description="⌊share · the pieces the block had⌋ (null: not applicable)")
+
+
 class BatchDiagnostics(ResponseModel):
     method: str
     trajectories: int
@@ -239,6 +250,7 @@ class ContextsRequest(RequestModel):
         max_length=100_000,
         description="only these step indices (of every trajectory that has them); default: every step",
     )
+    fade: Fade | None = Field(None, description="shrink teacher budgets as each task's success rises (Pats)")
 
 
 class ContextsResult(ResponseModel):
@@ -354,6 +366,24 @@ class EvidenceLink(ResponseModel):
     trajectory_id: str
     step_start: int | None = None
     step_end: int | None = None
+
+
+class Fade(RequestModel):
+    """Scaffold fading (Pats): each teacher context's budget (characters, tokens and
+    items) times share = max(floor, 1 − the task's success rate for policy_version),
+    the rate as GET …/tasks?group_by=task,policy_version gives it; the full budget
+    while the task has fewer than min_attempts closed attempts by that version.
+    """
+
+    by: str
+    policy_version: str = Field(
+        min_length=1, max_length=200, description="the policy version whose success on each task fades its scaffold"
+    )
+    floor: float | None = Field(0.0, ge=0.0, le=1.0, description="the smallest share of the budget kept")
+    min_attempts: int | None = Field(4, ge=1, le=1_000_000, description="closed attempts before a success rate counts")
+    teachers: list[str] | None = Field(
+        None, min_length=1, description="the teacher names faded (default: every teacher)"
+    )
 
 
 class FreezeState(ResponseModel):
@@ -1123,6 +1153,7 @@ class TeacherContext(ResponseModel):
     leakage: LeakageApplied
     applicable: bool
     reason: str | None = Field(None, description="why not applicable (then text and messages are the plain ones)")
+    budget: AppliedBudget | None = Field(None, description="with fade, for the teachers it names: the budget applied")
 
 
 class TeacherContextRef(RequestModel):
@@ -1334,6 +1365,7 @@ __all__ = [
     "AdvantagesRequest",
     "AdvantagesResponse",
     "AdvantageTrajectory",
+    "AppliedBudget",
     "BatchDiagnostics",
     "BatchItemResult",
     "BatchResult",
@@ -1356,6 +1388,7 @@ __all__ = [
     "ErrorResponse",
     "EvidenceCardSettings",
     "EvidenceLink",
+    "Fade",
     "FreezeState",
     "GroupDiagnostics",
     "ItemStatus",

@@ -524,6 +524,7 @@ def distill_contexts(
     history_max_chars: int | None,
     include: Sequence[str] | None,
     steps: Sequence[int] | None,
+    fade: Mapping[str, Any] | None = None,
 ) -> Operation[ContextsResult]:
     """POST …/distill/contexts. Stored trajectories may be given by id alone (a string);
     inline ones keep the id they have (none: answered with ``id`` null)."""
@@ -541,6 +542,7 @@ def distill_contexts(
             "history_max_chars": history_max_chars,
             "include": [include] if isinstance(include, str) else (list(include) if include is not None else None),
             "steps": list(steps) if steps is not None else None,
+            "fade": dict(fade) if fade is not None else None,
         },
     )
     body = dump(request)

@@ -630,6 +630,7 @@ class AsyncClient:
         history_max_chars: int | None = None,
         include: Sequence[ContextRendering] | None = None,
         steps: Sequence[int] | None = None,
+        fade: Mapping[str, Any] | None = None,
     ) -> ContextsResult:
         """Per step of each trajectory: the plain context (the task and the history
         the agent saw) and each teacher context (the same with a privileged block in
@@ -645,8 +646,12 @@ class AsyncClient:
         default; ``template``, ``history_max_chars`` and ``steps`` (only these step
         indices) default to the server's. ``include``: ``["messages"]`` (or
         ``["text"]``) returns only that rendering, the other left ``None`` (each
-        repeats the history, so asking for one halves the answer). Under ``snapshot``
-        the answer is the same every time. Nothing is logged, so retries are safe.
+        repeats the history, so asking for one halves the answer). ``fade``
+        (``{"by": "task_success", "policy_version": ..., "floor"?, "min_attempts"?,
+        "teachers"?}``) shrinks each teacher's budget as the task's success for that
+        version rises (scaffold fading); each context reports its ``budget``. Under
+        ``snapshot`` the answer is the same every time. Nothing is logged, so retries
+        are safe.
         """
         return await self._transport.send(
             ops.distill_contexts(
@@ -659,6 +664,7 @@ class AsyncClient:
                 history_max_chars=history_max_chars,
                 include=include,
                 steps=steps,
+                fade=fade,
             )
         )
 

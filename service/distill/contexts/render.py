@@ -224,11 +224,13 @@ def fit(
     max_chars: int,
     tokens: TokenCounter | None = None,
     max_tokens: int | None = None,
+    max_items: int | None = None,
 ) -> Block:
-    """The privileged block within max_chars (and max_tokens when counted): pieces go
-    in by priority while they fit whole (one that does not fit is left out, a smaller
-    later one may still go in), shown in display order; the step's own action is
-    replaced wherever it occurs; what cannot be made to fit is cut at the end."""
+    """The privileged block within max_chars (and max_tokens when counted, and at
+    most max_items pieces): pieces go in by priority while they fit whole (one that
+    does not fit is left out, a smaller later one may still go in), shown in display
+    order; the step's own action is replaced wherever it occurs; what cannot be made
+    to fit is cut at the end."""
     redacted = 0
     pieces = []
     for p in draft.pieces:
@@ -246,6 +248,8 @@ def fit(
     groups: set[str | None] = set()
     used = -1  # the slot's length: pieces and headings, one newline between lines
     for i in order:
+        if max_items is not None and len(chosen) >= max_items:
+            break
         p = pieces[i]
         cost = len(p.text) + 1
         if p.group is not None and p.group not in groups:

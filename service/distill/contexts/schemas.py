@@ -13,7 +13,7 @@ from pydantic import Field, model_validator
 
 from domain.contexts.plain import DEFAULT_HISTORY_MAX_CHARS
 from domain.reflections import Kind
-from domain.schemas import ClientId, RequestModel, ResponseModel
+from domain.schemas import ClientId, Label, RequestModel, ResponseModel
 from service.trajectories.schemas import TrajectoryCreate
 
 TeacherKind = Literal["memory", "hindsight", "evidence_card", "reflection", "attempt_summary"]
@@ -85,6 +85,21 @@ class LeakageOptions(RequestModel):
     allow_same_task: bool = Field(False, description="not applied to evidence_card and attempt_summary (task-scoped)")
 
 
+class Fade(RequestModel):
+    """Scaffold fading (Pats): each teacher context's budget (characters, tokens and
+    items) times share = max(floor, 1 − the task's success rate for policy_version),
+    the rate as GET …/tasks?group_by=task,policy_version gives it; the full budget
+    while the task has fewer than min_attempts closed attempts by that version."""
+
+    by: Literal["task_success"]
+    policy_version: Label = Field(description="the policy version whose success on each task fades its scaffold")
+    floor: float = Field(0.0, ge=0, le=1, description="the smallest share of the budget kept")
+    min_attempts: int = Field(4, ge=1, le=1_000_000, description="closed attempts before a success rate counts")
+    teachers: list[str] | None = Field(
+        None, min_length=1, description="the teacher names faded (default: every teacher)"
+    )
+
+
 class ContextsRequest(RequestModel):
     snapshot: ClientId | None = Field(None, description="read memory and trajectories as pinned by this snapshot")
     template: str = Field("default", pattern=TEMPLATE_NAME, description="the context template (its version echoed)")
@@ -116,6 +131,7 @@ class ContextsRequest(RequestModel):
         max_length=100_000,
         description="only these step indices (of every trajectory that has them); default: every step",
     )
+    fade: Fade | None = Field(None, description="shrink teacher budgets as each task's success rises (Pats)")
 
 
 class ChatMessage(ResponseModel):
@@ -153,6 +169,17 @@ class LeakageRead(ResponseModel):
     )
 
 
+class AppliedBudget(ResponseModel):
+    """The budget a faded teacher context was built with."""
+
+    share: float = Field(description="max(floor, 1 − success_rate), or 1 below min_attempts")
+    success_rate: float | None = Field(description="the task's for fade.policy_version (null: no judged attempt)")
+    attempts: int = Field(description="closed attempts at the task by fade.policy_version")
+    max_chars: int
+    max_tokens: int | None = None
+    max_items: int | None = Field(None, description="⌊share · the pieces the block had⌋ (null: not applicable)")
+
+
 class TeacherContext(ResponseModel):
     text: str | None = Field(description="null when `include` leaves it out")
     messages: list[ChatMessage] | None = Field(description="null when `include` leaves it out")
@@ -165,6 +192,7 @@ class TeacherContext(ResponseModel):
     leakage: LeakageRead
     applicable: bool
     reason: str | None = Field(None, description="why not applicable (then text and messages are the plain ones)")
+    budget: AppliedBudget | None = Field(None, description="with fade, for the teachers it names: the budget applied")
 
 
 class StepContexts(ResponseModel):

@@ -12,6 +12,7 @@ pure (service.distill.contexts.builders, service.distill.contexts.render).
 
 from __future__ import annotations
 
+import math
 import os
 import threading
 from collections.abc import Sequence
@@ -34,10 +35,12 @@ from service.distill.contexts.schemas import (
     DEFAULT_MAX_CHARS,
     DEFAULT_MEMORY_K,
     DEFAULT_MEMORY_KINDS,
+    AppliedBudget,
     ChatMessage,
     ContextsRequest,
     ContextsResponse,
     ContextTrajectory,
+    Fade,
     LeakageOptions,
     LeakageRead,
     PlainContext,
@@ -52,12 +55,14 @@ from service.namespaces.stored import read_settings
 from service.retrieval.schemas import RetrievedItem, RetrieveFilters, RetrieveRequest
 from service.retrieval.service import RetrievalService
 from service.snapshots.service import SnapshotService
+from service.tasks.service import TaskService, TaskStats
 from service.trajectories.schemas import State
 from store import trajectory_reader as reader
 from store.database import Database
 from store.snapshots import SnapshotRef
 
 MAX_TOKENS_CHARS = 200_000  # the character cap of a block budgeted by tokens alone
+FLOOR_SLACK = 1e-9  # ⌊limit · share⌋ forgives float error (0.7 · 10 is 7.000000000000001)
 # Kinds whose guarded evidence is subtracted rather than the item hidden: a merged
 # exemplar's statistics are per evidence row, so they are recomputed without it.
 SUBTRACTED_KINDS = frozenset({"exemplar"})
@@ -121,6 +126,7 @@ class _Loaded:
     card_runs: dict[str, tuple[repo.TrajectoryRecord, list[repo.StepRecord]]] = field(default_factory=dict)
     rebuilt_cards: dict[tuple[str, tuple[str, ...]], str] = field(default_factory=dict)  # (card, runs) -> text
     attempts: list[tuple[list[Episode], int]] = field(default_factory=list)  # per episode: attempts, dropped
+    task_stats: dict[str, TaskStats] = field(default_factory=dict)  # fade: task hash -> fade.policy_version's
 
 
 @dataclass
@@ -150,12 +156,14 @@ class DistillService:
         snapshots: SnapshotService,
         retrieval: RetrievalService,
         checker: LimitChecker,
+        tasks: TaskService,
     ) -> None:
         self.db = db
         self.namespaces = namespaces
         self.snapshots = snapshots
         self.retrieval = retrieval
         self.checker = checker
+        self.tasks = tasks
         self._tokenizers: dict[tuple[str, int], render.HFTokenCounter] = {}
         self._tokenizer_lock = threading.Lock()
 
@@ -197,7 +205,7 @@ class DistillService:
                 )
                 at = _At(e_i, position, episode, guards, plain, render.ActionGuard(episode.steps[position].action))
                 teachers = {
-                    spec.key: self._teacher(template, spec, t_i, at, loaded, memory, tokens)
+                    spec.key: self._teacher(template, spec, t_i, at, loaded, memory, tokens, body.fade)
                     for t_i, spec in enumerate(body.teachers)
                 }
                 steps.append(StepContexts(index=episode.steps[position].index, plain=plain, teachers=teachers))
@@ -271,6 +279,15 @@ class DistillService:
                         f"teachers[{i}].{option} applies to {' and '.join(sorted(kinds))} teachers, not {spec.kind}",
                         field=f"teachers[{i}].{option}",
                         rule="not_for_kind",
+                    )
+        if body.fade is not None and body.fade.teachers is not None:
+            for i, name in enumerate(body.fade.teachers):
+                if name not in seen:
+                    raise InvalidInput(
+                        f"fade.teachers[{i}] is {name!r}, which names no teacher of this request "
+                        f"(teachers: {', '.join(seen) or 'none'})",
+                        field=f"fade.teachers[{i}]",
+                        rule="known_teacher",
                     )
         self.checker.batch_size(len(body.trajectories), "trajectories", self.checker.limits.max_batch_trajectories)
         inline_steps = 0
@@ -355,6 +372,9 @@ class DistillService:
                 for e in episodes
             ]
             loaded = _Loaded(snapshot=snap, settings=settings, episodes=episodes, guards=guards)
+            if body.fade is not None:
+                hashes = [e.task_hash for e in episodes]
+                loaded.task_stats = self.tasks.stats_for_policy(session, ns, spk, hashes, body.fade.policy_version)
             if "evidence_card" in kinds:
                 loaded.cards = repo.read_evidence_cards(session, ns, spk, sorted({e.task for e in episodes}))
                 loaded.card_runs = self._card_runs(session, ns, spk, loaded)
@@ -514,6 +534,7 @@ class DistillService:
         loaded: _Loaded,
         memory: dict[tuple[int, int, int], _Memory],
         tokens: render.TokenCounter | None,
+        fade: Fade | None = None,
     ) -> TeacherContext:
         episode, guards, plain = at.episode, at.guards, at.plain
         o = guards.options
@@ -549,6 +570,18 @@ class DistillService:
             attempts, dropped = loaded.attempts[at.e_i]
             leakage.update(excluded_trajectories=len(guards.excluded_ids()), dropped_items=dropped)
             draft = builders.attempt_summary_draft(attempts[: spec.k or DEFAULT_ATTEMPTS])
+        max_chars = spec.max_chars or (DEFAULT_MAX_CHARS if spec.max_tokens is None else MAX_TOKENS_CHARS)
+        max_tokens, max_items, budget = spec.max_tokens, None, None
+        if fade is not None and (fade.teachers is None or spec.key in fade.teachers):
+            pieces = None if isinstance(draft, NotApplicable) else len(draft.pieces)
+            budget = _faded(fade, loaded.task_stats.get(episode.task_hash), max_chars, max_tokens, pieces)
+            max_chars, max_tokens, max_items = budget.max_chars, budget.max_tokens, budget.max_items
+            if not isinstance(draft, NotApplicable) and (max_items == 0 or max_chars == 0 or max_tokens == 0):
+                rate = "n/a" if budget.success_rate is None else f"{budget.success_rate:.2f}"
+                draft = NotApplicable(
+                    f"faded out: the task's success rate for policy version {fade.policy_version!r} is {rate} "
+                    f"over {budget.attempts} attempts (budget share {budget.share:.2f})"
+                )
         if isinstance(draft, NotApplicable):
             return TeacherContext(
                 text=plain.text,
@@ -559,9 +592,11 @@ class DistillService:
                 leakage=LeakageRead(**leakage),
                 applicable=False,
                 reason=draft.reason,
+                budget=budget,
             )
-        max_chars = spec.max_chars or (DEFAULT_MAX_CHARS if spec.max_tokens is None else MAX_TOKENS_CHARS)
-        block = render.fit(template, draft, at.guard, max_chars=max_chars, tokens=tokens, max_tokens=spec.max_tokens)
+        block = render.fit(
+            template, draft, at.guard, max_chars=max_chars, tokens=tokens, max_tokens=max_tokens, max_items=max_items
+        )
         leakage["redacted_actions"] = block.redacted
         system, text = render.with_privileged(template, plain.messages[0].content, plain.text, block.text)
         return TeacherContext(
@@ -575,6 +610,7 @@ class DistillService:
             tokens=block.tokens,
             leakage=LeakageRead(**leakage),
             applicable=True,
+            budget=budget,
         )
 
     @staticmethod
@@ -678,3 +714,25 @@ def _keep_only(trajectories: list[TrajectoryContexts], include: set[str]) -> Non
                     context.text = None
                 if "messages" not in include:
                     context.messages = None
+
+
+def _faded(
+    fade: Fade, stats: TaskStats | None, max_chars: int, max_tokens: int | None, pieces: int | None
+) -> AppliedBudget:
+    """The budget times share = max(floor, 1 − success rate), the full budget below
+    min_attempts closed attempts; each limit rounded down (FLOOR_SLACK for float error)."""
+    attempts = stats.attempts if stats is not None else 0
+    rate = stats.success_rate if stats is not None else None
+    share = 1.0 if attempts < fade.min_attempts or rate is None else max(fade.floor, 1.0 - rate)
+
+    def scaled(limit: int) -> int:
+        return math.floor(limit * share + FLOOR_SLACK)
+
+    return AppliedBudget(
+        share=share,
+        success_rate=rate,
+        attempts=attempts,
+        max_chars=scaled(max_chars),
+        max_tokens=None if max_tokens is None else scaled(max_tokens),
+        max_items=None if pieces is None else scaled(pieces),
+    )

@@ -1,4 +1,4 @@
-"""The conditions of the ablation (docs/trainers.md, "Does it help?"): what
+"""The seven conditions of the ablation (docs/trainers.md, "Does it help?"): what
 each adds to the outcome-only update, as the teachers it reads after the rollouts,
 the advantage method and parameters it asks Reflexa for, and how its rollouts
 start and prompt."""
@@ -18,11 +18,13 @@ class Condition:
     memory_prompt: bool = False  # the policy's own prompt carries retrieved memory
     replayed_per_task: int = 0  # rollouts of each task that start from a stored success's prefix
     schedule: dict[str, Any] | None = None
+    fade: dict[str, Any] | None = None  # contexts' fade, its policy_version the update's own
 
 
 MEMORY = {"kind": "memory", "k": 3, "max_chars": 900}
 HINDSIGHT_1 = {"kind": "hindsight", "horizon": 1}
 HINDSIGHT_2 = {"kind": "hindsight", "horizon": 2}
+CARD = {"kind": "evidence_card", "max_chars": 900}
 
 CONDITIONS: dict[str, Condition] = {
     c.name: c
@@ -43,6 +45,13 @@ CONDITIONS: dict[str, Condition] = {
             "grpo",
             replayed_per_task=2,
             schedule={"kind": "step_decay", "start_fraction": 0.67, "half_life_steps": 15},
+        ),
+        Condition(
+            "fade",
+            "token_signal",
+            {"teacher": "evidence_card", "beta": 1.0},
+            teachers=(CARD,),
+            fade={"by": "task_success", "min_attempts": 4},
         ),
         Condition("memory_inference", "grpo", memory_prompt=True),
     )

@@ -74,6 +74,7 @@ class Run:
     size: Size
     timer: Timer = field(default_factory=Timer)
     snapshot: str | None = None
+    fade_share: float | None = None  # the last update's mean applied budget share (fade)
 
     def __post_init__(self) -> None:
         self.optimizer = torch.optim.Adam(self.policy.model.parameters(), lr=LEARNING_RATE)
@@ -135,7 +136,7 @@ class Run:
             self.snapshot = self.client.create_snapshot(self.namespace, f"s{self.seed}-u{u}").id
             if previous is not None:
                 self.client.delete_snapshot(self.namespace, previous)
-        teacher = self._teacher_logprobs(rollouts) if c.teachers else {}
+        teacher = self._teacher_logprobs(rollouts, f"u{u}") if c.teachers else {}
         own = [[i for i, s in enumerate(r.steps) if s.own] for r in rollouts]
         contexts = [r.steps[i].context for r, idx in zip(rollouts, own, strict=True) for i in idx]
         logprobs = self.policy.action_logprobs(contexts)
@@ -180,6 +181,7 @@ class Run:
             "order_consistency": batch.order_consistency,
             "length_correlation": batch.length_correlation,
             "clipped_tokens_share": batch.clipped_tokens_share,
+            "fade_share": self.fade_share,
             "seconds": time.perf_counter() - started,
             "reflexa_seconds": self.timer.seconds,
         }
@@ -209,9 +211,10 @@ class Run:
                 replayed += len(r.steps)
         return replayed
 
-    def _teacher_logprobs(self, rollouts: list[Rollout]) -> dict[str, dict[str, list[float]]]:
+    def _teacher_logprobs(self, rollouts: list[Rollout], version: str) -> dict[str, dict[str, list[float]]]:
         """teacher name -> rollout id -> per step the policy's log-prob of the action
-        taken, reading that teacher context (0 on replayed steps, which are masked)."""
+        taken, reading that teacher context (0 on replayed steps, which are masked).
+        A faded scaffold fades by the success of this update's own rollouts."""
         c = self.condition
         with self.timer:
             answer = self.client.distill_contexts(
@@ -221,8 +224,12 @@ class Run:
                 snapshot=self.snapshot,
                 leakage={"allow_same_task": True},
                 include=["text"],
+                fade=None if c.fade is None else {**c.fade, "policy_version": version},
             )
         names = list(answer.trajectories[0].steps[0].teachers)
+        contexts = [ctx for t in answer.trajectories for step in t.steps for ctx in step.teachers.values()]
+        shares = [ctx.budget.share for ctx in contexts if ctx.budget is not None]
+        self.fade_share = sum(shares) / len(shares) if shares else None
         prompts, where = [], []
         for r, contexts in zip(rollouts, answer.trajectories, strict=True):
             for step, ctx in zip(r.steps, contexts.steps, strict=True):

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import subprocess
 import sys
 import time
 from collections.abc import Sequence
@@ -49,6 +50,15 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     return args
 
 
+def commit() -> str | None:
+    """The checkout's commit, recorded with every run (None outside a git checkout)."""
+    try:
+        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True)
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return out.stdout.strip() or None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     torch.set_num_threads(args.threads)
@@ -80,7 +90,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 run = Run(client, namespace, CONDITIONS[name], seed, family, policy, size)
                 started = time.perf_counter()
                 result = run.run()
-                path.write_text(json.dumps(result.as_json(), indent=1))
+                path.write_text(json.dumps({**result.as_json(), "commit": commit()}, indent=1))
                 print(
                     f"  {name}: training success {[round(s, 2) for _, s in result.evaluations]}, "
                     f"never-trained {result.held_out:.2f} ({time.perf_counter() - started:.0f} s)",

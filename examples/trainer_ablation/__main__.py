@@ -61,6 +61,7 @@ def commit() -> str | None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
+    started_at = commit()  # the code every run of this invocation ran
     torch.set_num_threads(args.threads)
     torch.use_deterministic_algorithms(True)
     size = SMOKE if args.smoke else FULL
@@ -90,7 +91,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 run = Run(client, namespace, CONDITIONS[name], seed, family, policy, size)
                 started = time.perf_counter()
                 result = run.run()
-                path.write_text(json.dumps({**result.as_json(), "commit": commit()}, indent=1))
+                path.write_text(json.dumps({**result.as_json(), "commit": started_at}, indent=1))
                 print(
                     f"  {name}: training success {[round(s, 2) for _, s in result.evaluations]}, "
                     f"never-trained {result.held_out:.2f} ({time.perf_counter() - started:.0f} s)",

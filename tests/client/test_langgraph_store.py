@@ -263,3 +263,13 @@ def test_store_is_scoped_to_its_marker(store: ReflexaStore) -> None:
     assert other.get(("s",), "k") is None and other.search(()) == [] and other.list_namespaces() == []
     assert [i.key for i in store.search(("s",), query="o v")] == ["k"]
     assert store.list_namespaces() == [("s",)]
+
+
+def test_store_from_url_key_namespace(store: ReflexaStore) -> None:
+    """The DESIGN.md signature: ReflexaStore(url=..., api_key=..., namespace=...), closed with it."""
+    config = store.client.config
+    with ReflexaStore(url=config.base_url, api_key=config.api_key, namespace=store.namespace) as own:
+        own.put(("u",), "k", {"v": 1})
+        assert store.get(("u",), "k").value == {"v": 1}
+    with pytest.raises(RuntimeError):  # its own client is closed
+        own.get(("u",), "k")

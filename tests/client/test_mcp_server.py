@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -252,3 +253,19 @@ def test_an_episode_ended_while_reflexa_is_down_is_spooled_then_delivered(
         stored = admin.get_trajectory("spool", episode)
     assert stored.status == "closed" and stored.step_count == 1
     assert stored.outcome and stored.outcome.failure_reason == "fell in a pit"
+
+
+def test_the_example_agent(live_server: LiveServer, agent: tuple[str, str], tmp_path: Path) -> None:
+    """examples/mcp_agent.py: its scripted chat runs end to end against the live server."""
+    namespace, key = agent
+    env = server_env(live_server.url, key, namespace, tmp_path / "mcp.spool")
+    done = subprocess.run(
+        [sys.executable, "-m", "examples.mcp_agent"], env=env, cwd=REPO, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert "Nothing in memory matches this state yet." in out  # the first recall: an empty namespace
+    assert "Started episode" in out and "delivered (2 steps" in out
+    assert "exact match" in out  # the second recall finds the episode just logged
+    assert re.search(r"Outcome recorded for 1 retrieval\(s\); [12] item\(s\) credited\.", out)  # both served steps
+    assert key not in out + done.stderr

@@ -19,6 +19,8 @@ from reflexa.models import ReflectionRead
 
 #: Evidence trajectories read per resource (the newest first); the rest are counted.
 MAX_EVIDENCE_TRAJECTORIES = 10
+#: Cited steps shown per evidence link (a link without a step range cites the whole trajectory).
+MAX_CITED_STEPS = 20
 
 
 def get_reflection(client: Client, namespace: str, reflection_id: str) -> ReflectionRead:
@@ -68,6 +70,6 @@ def _cited(client: Client, namespace: str, trajectory_id: str, start: int | None
         }
         for s in trajectory.steps or ()
         if first <= s.index <= last
-    ]
+    ][:MAX_CITED_STEPS]
     outcome = trajectory.outcome.model_dump(mode="json", exclude_none=True) if trajectory.outcome else None
     return {"task": trajectory.task, "status": trajectory.status, "outcome": outcome, "steps": steps}

@@ -1,7 +1,8 @@
 """The ``reflexa`` command.
 
 The client package owns the command and provides the subcommands that only need
-HTTP (``ingest``, ``namespaces``, ``flush``). Other installed packages add theirs through the
+HTTP (``ingest``, ``namespaces``, ``flush``; ``mcp`` with the ``mcp`` extra). Other
+installed packages add theirs through the
 ``reflexa.commands`` entry point group: each entry is a ``register(subparsers)``
 callable (the server package adds ``serve``, ``db`` and ``keys`` this way), so a
 client-only install has a working command without any server code.
@@ -18,7 +19,7 @@ from collections.abc import Sequence
 from importlib.metadata import entry_points
 
 from reflexa._version import __version__
-from reflexa.cli import flush, ingest, namespaces
+from reflexa.cli import flush, ingest, mcp, namespaces
 from reflexa.errors import ReflexaError
 
 PLUGIN_GROUP = "reflexa.commands"
@@ -31,6 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
     ingest.register(subparsers)
     namespaces.register(subparsers)
     flush.register(subparsers)
+    mcp.register(subparsers)
     _load_plugins(subparsers)
     return parser
 

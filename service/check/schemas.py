@@ -47,11 +47,13 @@ class CheckRequest(RequestModel):
         "(an exact match of the state always counts)",
     )
     filters: RetrieveFilters = Field(default_factory=RetrieveFilters)
+    consistency_token: str | None = Field(None, description="from a write: wait until it is searchable")
+    wait_timeout_ms: int = Field(5000, ge=0, le=60_000, description="how long to wait for consistency_token")
 
     _action = field_validator("action")(_not_blank)
 
 
-class RiskRead(ResponseModel):
+class CheckRisk(ResponseModel):
     rate: float | None = Field(description="failures / attempts; null when no attempt of this action was credited")
     low: float | None = Field(description="the 95% Wilson score interval of `rate`, lower bound")
     high: float | None = Field(description="the 95% Wilson score interval of `rate`, upper bound")
@@ -72,7 +74,7 @@ class CheckEvidence(ResponseModel):
     error: str | None = None
 
 
-class Alternative(ResponseModel):
+class CheckAlternative(ResponseModel):
     action: str | JSONObject
     success_rate: float | None = Field(description="successes / attempts; null with no credited attempt")
     low: float | None = Field(description="95% Wilson lower bound of success_rate (the sort key)")
@@ -83,13 +85,13 @@ class Alternative(ResponseModel):
     support: int = Field(description="stored steps that took this action in states like this")
 
 
-class HeuristicRef(ResponseModel):
+class CheckHeuristic(ResponseModel):
     id: str
     text: str
 
 
 class CheckResponse(ResponseModel):
-    risk: RiskRead
+    risk: CheckRisk
     support: int = Field(description="stored steps that took this action in states like this, credited or not")
     exact_match: bool = Field(description="this action was taken before in exactly this state")
     states: int = Field(description="exemplars (state, action pairs) of states like this that were considered")
@@ -97,12 +99,13 @@ class CheckResponse(ResponseModel):
         description="the steps behind `risk`: exact state first, then by similarity; within an exemplar "
         "failures first; at most 20"
     )
-    alternatives: list[Alternative] = Field(
+    alternatives: list[CheckAlternative] = Field(
         description="other actions taken in states like this, best first by the Wilson lower bound of success"
     )
-    heuristics: list[HeuristicRef] = Field(
+    heuristics: list[CheckHeuristic] = Field(
         description="active heuristics whose trigger or guideline names this action (at most 20)"
     )
     retrieval_id: str | None = Field(
         None, description="the logged retrieval of the exemplars (report an outcome for it naming item_ids)"
     )
+    waited_ms: int = Field(0, description="time spent waiting for consistency_token")

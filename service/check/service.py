@@ -25,12 +25,12 @@ import orjson
 from service.auth import Principal
 from service.check import repository as repo
 from service.check.schemas import (
-    Alternative,
+    CheckAlternative,
     CheckEvidence,
+    CheckHeuristic,
     CheckRequest,
     CheckResponse,
-    HeuristicRef,
-    RiskRead,
+    CheckRisk,
 )
 from service.retrieval.schemas import RetrievedItem, RetrieveRequest
 from service.retrieval.service import RetrievalService
@@ -133,6 +133,8 @@ class CheckService:
             kinds=["exemplar"],
             k=req.k,
             filters=req.filters,
+            consistency_token=req.consistency_token,
+            wait_timeout_ms=req.wait_timeout_ms,
         )
         [found] = self.retrieval.retrieve_many(principal, ns, [query], field="")
         like = [i for i in found.items if i.exact_match or i.similarity >= req.min_similarity]
@@ -150,7 +152,7 @@ class CheckService:
             evidence = self._evidence(session, ns, this.items)
             heuristics = self._heuristics(session, ns, phrase, req.environment) if phrase else []
         return CheckResponse(
-            risk=RiskRead(rate=rate, low=low, high=high, failures=this.failures, attempts=this.attempts),
+            risk=CheckRisk(rate=rate, low=low, high=high, failures=this.failures, attempts=this.attempts),
             support=this.support,
             exact_match=any(i.exact_match for i in this.items),
             states=len(like),
@@ -158,6 +160,7 @@ class CheckService:
             alternatives=_alternatives(tallies),
             heuristics=heuristics,
             retrieval_id=found.retrieval_id,
+            waited_ms=found.waited_ms,
         )
 
     @staticmethod
@@ -182,26 +185,26 @@ class CheckService:
         return out
 
     @staticmethod
-    def _heuristics(session: Any, ns: str, phrase: str, environment: str | None) -> list[HeuristicRef]:
+    def _heuristics(session: Any, ns: str, phrase: str, environment: str | None) -> list[CheckHeuristic]:
         pattern = names_pattern(phrase)
-        out: list[HeuristicRef] = []
+        out: list[CheckHeuristic] = []
         rows = repo.list_active_heuristics(session, ns, contains=_prefilter_word(phrase), environment=environment)
         for id_, content, text in rows:
             said = [content.get(k) for k in ("trigger", "guideline")]
             if any(isinstance(s, str) and pattern.search(s) for s in said):
-                out.append(HeuristicRef(id=id_, text=text))
+                out.append(CheckHeuristic(id=id_, text=text))
                 if len(out) >= HEURISTICS_MAX:
                     break
         return out
 
 
-def _alternatives(tallies: dict[str, _Tally]) -> list[Alternative]:
+def _alternatives(tallies: dict[str, _Tally]) -> list[CheckAlternative]:
     """Best first: the Wilson lower bound of the success rate (none last), then the
     rate, then support, then the action's key (text before objects, then bytewise)."""
-    rows: list[tuple[tuple[Any, ...], Alternative]] = []
+    rows: list[tuple[tuple[Any, ...], CheckAlternative]] = []
     for key, t in tallies.items():
         rate, low, high = _rate(t.successes, t.attempts)
-        alt = Alternative(
+        alt = CheckAlternative(
             action=t.action,
             success_rate=rate,
             low=low,

@@ -139,7 +139,7 @@ class Services:
             namespaces=namespaces,
             trajectories=trajectories,
             retrieval=retrieval,
-            check=CheckService(db, retrieval),
+            check=CheckService(db, retrieval, checker),
             reflections=reflections,
             jobs=JobService(db, namespaces),
             snapshots=snapshots,

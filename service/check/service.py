@@ -15,14 +15,13 @@ Rates come with 95% Wilson score intervals (docs/api.md, "Pre-action check").
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from dataclasses import dataclass, field
 from typing import Any
 
-import orjson
-
-from service.auth import Principal
+from service.auth import Permission, Principal
 from service.check import repository as repo
 from service.check.schemas import (
     CheckAlternative,
@@ -32,6 +31,7 @@ from service.check.schemas import (
     CheckResponse,
     CheckRisk,
 )
+from service.limits.checks import LimitChecker
 from service.retrieval.schemas import RetrievedItem, RetrieveRequest
 from service.retrieval.service import RetrievalService
 from service.trajectories.schemas import State
@@ -63,7 +63,7 @@ def action_key(action: Any) -> str:
     space, trimmed and case-folded; an object compared as JSON with sorted keys."""
     if isinstance(action, str):
         return "s:" + " ".join(action.split()).casefold()
-    return "j:" + orjson.dumps(action, option=orjson.OPT_SORT_KEYS).decode()
+    return "j:" + json.dumps(action, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
 def action_phrase(action: Any) -> str | None:
@@ -119,12 +119,16 @@ def _rate(x: int, n: int) -> tuple[float | None, float | None, float | None]:
 
 
 class CheckService:
-    def __init__(self, db: Database, retrieval: RetrievalService) -> None:
+    def __init__(self, db: Database, retrieval: RetrievalService, checker: LimitChecker) -> None:
         self.db = db
         self.retrieval = retrieval
+        self.checker = checker
 
     def check(self, principal: Principal, ns: str, req: CheckRequest) -> CheckResponse:
-        # Permission, namespace (404), limits and the retrieval log: all the retrieve's.
+        principal.require(Permission.RETRIEVE, ns)
+        if isinstance(req.action, dict):
+            self.checker.json(req.action, "action")  # bounded as a step's action is
+        # The namespace (404), the state's limits and the retrieval log: the retrieve's.
         query = RetrieveRequest(
             state=State(observation=req.state.observation, data=req.state.data),
             internal_state=req.internal_state,

@@ -219,6 +219,16 @@ def test_bad_input_is_a_422_naming_the_field(api: TestClient, body: dict[str, An
     assert r.json()["error"]["field"].startswith(field), r.text
 
 
+def test_an_action_object_is_bounded_as_a_steps_action(api: TestClient) -> None:
+    deep: dict[str, Any] = {"name": "x"}
+    for _ in range(200):
+        deep = {"a": deep}
+    r = api.post(CHECK, json={"state": {"observation": "x"}, "action": deep})
+    assert r.status_code == 422 and r.json()["error"]["rule"] == "max_json_depth", r.text
+    # Numbers JSON holds but 64 bits do not are still an action (compared as JSON).
+    assert check(api, {"name": "x", "n": 2**70})["risk"]["rate"] is None
+
+
 def test_agent_keys_may_check_and_namespaces_are_scoped(api: TestClient) -> None:
     create_namespace(api, "other")
     key = api.post("/v1/keys", json={"role": "agent", "namespaces": ["m"]}).json()["key"]

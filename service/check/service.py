@@ -60,10 +60,11 @@ def wilson_interval(successes: int, n: int, z: float = Z95) -> tuple[float, floa
 
 def action_key(action: Any) -> str:
     """What makes two actions the same: text compared with runs of whitespace made one
-    space, trimmed and case-folded; an object compared as JSON with sorted keys."""
+    space, trimmed and case-folded; an object compared as JSON with sorted keys. The
+    keys also order tied alternatives: text ("a:") before objects ("o:")."""
     if isinstance(action, str):
-        return "s:" + " ".join(action.split()).casefold()
-    return "j:" + json.dumps(action, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        return "a:" + " ".join(action.split()).casefold()
+    return "o:" + json.dumps(action, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
 def action_phrase(action: Any) -> str | None:

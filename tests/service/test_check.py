@@ -161,10 +161,14 @@ def test_tool_call_actions_match_as_json(api: TestClient) -> None:
     call = {"name": "open", "arguments": {"door": "front", "force": True}}
     one_step(api, "call", S, call, [False, True])
     one_step(api, "other", S, {"name": "open", "arguments": {"door": "back"}}, [True])
+    one_step(api, "text", S, "open the back door", [True])  # ties the object: text sorts first
     drain(api)
     out = check(api, {"arguments": {"force": True, "door": "front"}, "name": "open"})  # key order differs
     assert (out["risk"]["failures"], out["risk"]["attempts"]) == (1, 2)
-    assert [a["action"] for a in out["alternatives"]] == [{"name": "open", "arguments": {"door": "back"}}]
+    assert [a["action"] for a in out["alternatives"]] == [
+        "open the back door",
+        {"name": "open", "arguments": {"door": "back"}},
+    ]
 
 
 def add_heuristic(db: Database, id: str, trigger: str, guideline: str, status: str = "active", **extra: Any) -> None:

@@ -288,7 +288,8 @@ class Episode:
 
         The current state is the one given here (``observation``, ``data``,
         ``internal_state``), else the one of the last :meth:`retrieve` or
-        :meth:`check_action` of this episode; with neither, ``ValueError``. ``task``
+        :meth:`check_action` of this episode (``data`` / ``internal_state`` given
+        here replace its own); with neither, ``ValueError``. ``task``
         and the environment are the episode's. The check is not tied to the episode:
         its outcome credits nothing (the check serves every action's exemplars, not
         the one taken). Network problems raise, as for any check.
@@ -296,7 +297,9 @@ class Episode:
         if observation is None:
             if self._state is None:
                 raise ValueError("no current state: give observation=, or call retrieve() first")
-            observation, data, internal_state = self._state
+            observation, kept_data, kept_internal = self._state
+            data = data if data is not None else kept_data
+            internal_state = internal_state if internal_state is not None else kept_internal
         else:
             self._state = (observation, data, internal_state)
         transport = self._client._transport

@@ -86,10 +86,11 @@ def names_pattern(phrase: str) -> re.Pattern[str]:
 
 
 def _prefilter_word(phrase: str) -> str | None:
-    """The longest word of the phrase that SQL can look for case-insensitively on
-    both engines (ASCII letters and digits), lower-cased; None if there is none."""
-    words = [w.lower() for w in re.findall(r"\w+", phrase) if w.isascii() and w.isalnum()]
-    return max(words, key=len) if words else None
+    """The longest run of ASCII letters and digits in the phrase (what SQL can look for
+    case-insensitively on both engines), lower-cased; None if there is none. Every
+    text that names the phrase holds it."""
+    runs = [w.lower() for w in re.findall(r"[A-Za-z0-9]+", phrase)]
+    return max(runs, key=len) if runs else None
 
 
 @dataclass

@@ -4,8 +4,9 @@ this action was taken in states like this one, and what else was tried there.
 The exemplars come from the retrieval service itself (kind `exemplar`, the request's
 state, internal state, task, environment and filters), so "like this" means what it
 means for retrieve: an exact match of the state ranks first, then by similarity.
-Of the `k` exemplars retrieved, those with `similarity >= min_similarity` (and every
-exact match) are the states like this. Their merged counts are summed per action:
+Of the `k` exemplars retrieved, those whose environment state has
+`state_similarity >= min_similarity` (and every exact match) are the states like
+this; the internal state, matched jointly, only ranks them. Their merged counts are summed per action:
 a success is a credited step, a failure a debited one (docs/retrieval.md, "Credit
 goes to the step that caused it"); a failed episode's other steps are attempts of
 neither kind, but count in `support`.
@@ -143,7 +144,8 @@ class CheckService:
             wait_timeout_ms=req.wait_timeout_ms,
         )
         [found] = self.retrieval.retrieve_many(principal, ns, [query], field="")
-        like = [i for i in found.items if i.exact_match or i.similarity >= req.min_similarity]
+        # Like this by the environment state: the agent's plan ranks, it does not exclude.
+        like = [i for i in found.items if i.exact_match or i.state_similarity >= req.min_similarity]
 
         mine = action_key(req.action)
         tallies: dict[str, _Tally] = {}
@@ -181,7 +183,7 @@ class CheckService:
                         exemplar_id=item.id,
                         trajectory_id=step.trajectory_id,
                         step_index=step.step_index,
-                        similarity=item.similarity,
+                        similarity=item.state_similarity,
                         exact_match=item.exact_match,
                         success=step.success,
                         result=step.result,

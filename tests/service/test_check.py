@@ -131,6 +131,17 @@ def test_the_exact_state_comes_first_then_states_like_it(api: TestClient) -> Non
     assert other["evidence"][0]["trajectory_id"] == "a-near-0"
 
 
+def test_another_plan_ranks_but_never_excludes_the_same_state(api: TestClient) -> None:
+    episode(api, "planned", [step(S, "kick door", internal_state="look under the mat for a key")], False)
+    drain(api)
+    out = check(api, "kick door", internal_state="dance a jig in the moonlight", min_similarity=0.99)
+    assert (out["states"], out["risk"]["failures"], out["risk"]["attempts"]) == (1, 1, 1)
+    assert out["exact_match"] is False  # retrieval's exactness includes the plan when the query gives one
+    assert out["evidence"][0]["similarity"] == pytest.approx(1.0, abs=1e-5)
+    same = check(api, "kick door", internal_state="look under the mat for a key")
+    assert same["exact_match"] is True and same["risk"]["attempts"] == 1
+
+
 def test_a_state_with_no_history_is_no_error(api: TestClient) -> None:
     out = check(api, "kick door")
     assert out["risk"] == {"rate": None, "low": None, "high": None, "failures": 0, "attempts": 0}

@@ -196,7 +196,7 @@ class CheckEvidence(ResponseModel):
     exemplar_id: str = Field(description="the merged exemplar this step is evidence of (retrieval item_ids)")
     trajectory_id: str
     step_index: int | None = None
-    similarity: float = Field(description="the exemplar's state similarity to the query (joint with internal state)")
+    similarity: float = Field(description="the cosine of the exemplar's environment state with the query's")
     exact_match: bool
     success: bool | None = Field(None, description="the step's credit: true credited, false debited, null neither")
     result: str | None = Field(None, description="the step's result (the observation after the action)")
@@ -225,8 +225,8 @@ class CheckRequest(RequestModel):
         0.8,
         ge=-1.0,
         le=1.0,
-        description="states like this: an exemplar counts when its similarity is at least this (an exact match of "
-        "the state always counts)",
+        description="states like this: an exemplar counts when the cosine of its environment state with this one is "
+        "at least this (an exact match always counts; the internal state only ranks)",
     )
     filters: RetrieveFilters | None = None
     consistency_token: str | None = Field(None, description="from a write: wait until it is searchable")

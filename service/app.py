@@ -17,6 +17,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from domain.errors import ReflexaError, Unavailable
 from domain.schemas import ERROR_RESPONSES
 from migrations import schema_status
+from service.check.router import router as check_router
 from service.container import Services
 from service.distill.advantages.router import router as advantages_router
 from service.distill.contexts.router import router as distill_router
@@ -209,6 +210,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         namespaces_router,
         trajectories_router,
         retrieval_router,
+        check_router,
         reflections_router,
         jobs_router,
         snapshots_router,

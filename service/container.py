@@ -9,6 +9,7 @@ from reflectors.llm_client import LLMClient, SqlTokenBudget
 from reflectors.registry import build_handlers
 from reflectors.rubric_judge import build_rubric_judge
 from reflectors.worker import Worker, WorkerConfig
+from service.check.service import CheckService
 from service.distill.advantages.service import AdvantageService
 from service.distill.contexts.service import DistillService
 from service.distill.prefixes.service import PrefixService
@@ -86,6 +87,7 @@ class Services:
     namespaces: NamespaceService
     trajectories: TrajectoryService
     retrieval: RetrievalService
+    check: CheckService
     reflections: ReflectionService
     jobs: JobService
     snapshots: SnapshotService
@@ -137,6 +139,7 @@ class Services:
             namespaces=namespaces,
             trajectories=trajectories,
             retrieval=retrieval,
+            check=CheckService(db, retrieval, checker),
             reflections=reflections,
             jobs=JobService(db, namespaces),
             snapshots=snapshots,

@@ -482,6 +482,7 @@ def test_every_client_route_exists_in_the_servers_openapi(live_server: Any) -> N
         "retrieve": ("nsx", {"state": {"observation": "o"}}),
         "retrieve_batch": ("nsx", [{"state": {"observation": "o"}}]),
         "report_retrieval_outcome": ("nsx", "ridx", {}),
+        "check_action": ("nsx", {"state": {"observation": "o"}, "action": "a"}),
         "create_snapshot": ("nsx", "idx", None),
         "list_snapshots": ("nsx", 10, "c"),
         "get_snapshot": ("nsx", "idx"),
@@ -567,6 +568,8 @@ def test_every_client_route_exists_in_the_servers_openapi(live_server: Any) -> N
         "AdvantageTrajectory": models.AdvantageTrajectory,
         "Logprobs": models.Logprobs,
         "TeacherTopK": models.TeacherTopK,
+        "CheckRequest": models.CheckRequest,
+        "CheckState": models.CheckState,
         # answers
         "TrajectoryRead": models.Trajectory,
         "RetrieveResponse": models.RetrieveResult,
@@ -595,6 +598,11 @@ def test_every_client_route_exists_in_the_servers_openapi(live_server: Any) -> N
         "BatchDiagnostics": models.BatchDiagnostics,
         "GroupDiagnostics": models.GroupDiagnostics,
         "Stats": models.Stats,
+        "CheckResponse": models.CheckResult,
+        "CheckRisk": models.CheckRisk,
+        "CheckEvidence": models.CheckEvidence,
+        "CheckAlternative": models.CheckAlternative,
+        "CheckHeuristic": models.CheckHeuristic,
     }
     for server_name, model in mirrored.items():
         assert set(model.model_fields) == set(schemas[server_name]["properties"]), server_name

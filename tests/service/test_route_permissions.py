@@ -53,6 +53,7 @@ RULES: dict[str, str | Permission] = {
     "retrieve": P.RETRIEVE,
     "retrieve_batch": P.RETRIEVE,
     "report_retrieval_outcome": P.RETRIEVE,
+    "check_action": P.RETRIEVE,
     "list_reflections": P.REFLECTIONS_READ,
     "get_reflection": P.REFLECTIONS_READ,
     "update_reflection": P.REFLECTIONS_CURATE,

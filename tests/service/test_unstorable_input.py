@@ -70,6 +70,14 @@ BODIES["distill_contexts"] = {
 BODIES["distill_teacher_logprobs"] = {
     "items": [{"id": "i1", "continuation": {"text": "go north"}, "context": {"text": "You are in a hall"}}]
 }
+BODIES["check_action"] = {
+    "state": {"observation": "a door", "data": {"x": 1}},
+    "internal_state": "go",
+    "task": "open the door",
+    "action": {"name": "open", "arguments": {"door": "front"}},
+    "environment": "house",
+    "filters": {"agent": "a", "exclude_tasks": ["t"], "exclude_trajectory_ids": ["x"]},
+}
 BODIES["retrieve_batch"] = {"requests": [BODIES["retrieve"], {"state": {"observation": "a hall"}}]}
 BODIES["distill_advantages"] = {
     "method": "token_signal",

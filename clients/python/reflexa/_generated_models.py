@@ -181,6 +181,96 @@ class ChatTurn(RequestModel):
     content: str
 
 
+class CheckAlternative(ResponseModel):
+    action: str | dict[str, Any]
+    success_rate: float | None = Field(None, description="successes / attempts; null with no credited attempt")
+    low: float | None = Field(None, description="95% Wilson lower bound of success_rate (the sort key)")
+    high: float | None = None
+    successes: int
+    failures: int
+    attempts: int
+    support: int = Field(description="stored steps that took this action in states like this")
+
+
+class CheckEvidence(ResponseModel):
+    exemplar_id: str = Field(description="the merged exemplar this step is evidence of (retrieval item_ids)")
+    trajectory_id: str
+    step_index: int | None = None
+    similarity: float = Field(description="the cosine of the exemplar's environment state with the query's")
+    exact_match: bool
+    success: bool | None = Field(None, description="the step's credit: true credited, false debited, null neither")
+    result: str | None = Field(None, description="the step's result (the observation after the action)")
+    error: str | None = None
+
+
+class CheckHeuristic(ResponseModel):
+    id: str
+    text: str
+
+
+class CheckRequest(RequestModel):
+    state: CheckState
+    internal_state: str | None = Field(None, description="the agent's current plan / subgoal, matched separately")
+    task: str | None = None
+    action: str | dict[str, Any] = Field(
+        description="the action about to be taken: text, or a tool call object (as a step's action)"
+    )
+    environment: str | None = Field(
+        None, min_length=1, max_length=200, description="only history from this environment"
+    )
+    k: int | None = Field(
+        50, ge=1, le=100, description="how many exemplars (state, action pairs) nearest the state are considered"
+    )
+    min_similarity: float | None = Field(
+        0.8,
+        ge=-1.0,
+        le=1.0,
+        description="states like this: an exemplar counts when the cosine of its environment state with this one is "
+        "at least this (an exact match always counts; the internal state only ranks)",
+    )
+    filters: RetrieveFilters | None = None
+    consistency_token: str | None = Field(None, description="from a write: wait until it is searchable")
+    wait_timeout_ms: int | None = Field(5000, ge=0, le=60_000, description="how long to wait for consistency_token")
+
+
+class CheckResult(ResponseModel):
+    risk: CheckRisk
+    support: int = Field(description="stored steps that took this action in states like this, credited or not")
+    exact_match: bool = Field(description="this action was taken before in exactly this state")
+    states: int = Field(description="exemplars (state, action pairs) of states like this that were considered")
+    evidence: list[CheckEvidence] = Field(
+        description="the steps behind `risk`: exact state first, then by similarity; within an exemplar failures "
+        "first; at most 20",
+    )
+    alternatives: list[CheckAlternative] = Field(
+        description="other actions taken in states like this, best first by the Wilson lower bound of success"
+    )
+    heuristics: list[CheckHeuristic] = Field(
+        description="active heuristics whose trigger or guideline names this action (at most 20)"
+    )
+    retrieval_id: str | None = Field(
+        None, description="the logged retrieval of the exemplars (report an outcome for it naming item_ids)"
+    )
+    waited_ms: int = Field(0, description="time spent waiting for consistency_token")
+
+
+class CheckRisk(ResponseModel):
+    rate: float | None = Field(
+        None, description="failures / attempts; null when no attempt of this action was credited"
+    )
+    low: float | None = Field(None, description="the 95% Wilson score interval of `rate`, lower bound")
+    high: float | None = Field(None, description="the 95% Wilson score interval of `rate`, upper bound")
+    failures: int = Field(description="debited steps: the step that caused a failed episode")
+    attempts: int = Field(
+        description="credited steps: successes + failures (a failed episode's other steps are neither)"
+    )
+
+
+class CheckState(RequestModel):
+    observation: str = Field(description="what the agent observes now, as text (not empty)")
+    data: dict[str, Any] | None = Field(None, description="optional structured state")
+
+
 class TrajectoryCreate(RequestModel):
     id: ClientId | None = Field(None, description="client-supplied id; makes retries idempotent")
     task: str = Field(min_length=1)
@@ -1371,6 +1461,13 @@ __all__ = [
     "BatchResult",
     "ChatMessage",
     "ChatTurn",
+    "CheckAlternative",
+    "CheckEvidence",
+    "CheckHeuristic",
+    "CheckRequest",
+    "CheckResult",
+    "CheckRisk",
+    "CheckState",
     "ClientId",
     "ContextRendering",
     "ContextsRequest",

@@ -27,6 +27,8 @@ from reflexa.models import (
     AdvantagesRequest,
     AdvantagesResponse,
     BatchResult,
+    CheckRequest,
+    CheckResult,
     ContextsRequest,
     ContextsResult,
     ContextTrajectory,
@@ -388,6 +390,42 @@ def retrieve_batch(
         retry="unsent" if tied else "idempotent",
         server_wait=sum(waits) / 1000,
     )
+
+
+def check_request(
+    observation: str,
+    action: str | Mapping[str, Any],
+    *,
+    data: Mapping[str, Any] | None,
+    internal_state: str | None,
+    task: str | None,
+    k: int | None,
+    filters: FiltersInput | None,
+    environment: str | None = None,
+    consistency_token: str | None = None,
+) -> CheckRequest:
+    """The check body from the client's arguments, validated (``k`` left out: the server's default)."""
+    return coerce(
+        CheckRequest,
+        {
+            "state": {"observation": observation, "data": data},
+            "internal_state": internal_state,
+            "task": task,
+            "action": action if isinstance(action, str) else dict(action),
+            "environment": environment,
+            "k": k,
+            "filters": filters,
+            "consistency_token": consistency_token,
+        },
+    )
+
+
+def check_action(namespace: str, request: CheckRequest | Mapping[str, Any]) -> Operation[CheckResult]:
+    body = coerce(CheckRequest, request)
+    # Logged as a retrieval, but tied to no episode: nothing is credited twice on a repeat.
+    wait = (body.wait_timeout_ms if body.wait_timeout_ms is not None else 5000) if body.consistency_token else 0
+    path = f"/v1/namespaces/{_segment(namespace)}/check"
+    return Operation("POST", path, _reader(CheckResult), body=dump(body), server_wait=wait / 1000)
 
 
 def report_retrieval_outcome(

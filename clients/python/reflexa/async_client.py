@@ -50,6 +50,7 @@ from reflexa.models import (
     AdvantageMethod,
     AdvantagesResponse,
     BatchResult,
+    CheckResult,
     ContextRendering,
     ContextsResult,
     FreezeState,
@@ -427,6 +428,47 @@ class AsyncClient:
                 wait_timeout_ms=wait_timeout_ms,
             )
             return await self._transport.send(ops.retrieve(ns, request))
+
+    async def check_action(
+        self,
+        namespace: str | None,
+        observation: str,
+        action: str | Mapping[str, Any],
+        *,
+        data: Mapping[str, Any] | None = None,
+        internal_state: str | None = None,
+        task: str | None = None,
+        k: int | None = None,
+        filters: FiltersInput | None = None,
+    ) -> CheckResult:
+        """Before acting: what happened when ``action`` (text, or a tool call object as a
+        step takes it) was taken in states like this one (``observation`` / ``data``,
+        ``internal_state``, ``task``, matched as :meth:`retrieve` matches them, the exact
+        state first).
+
+        ``risk`` is its failure rate among the ``k`` nearest exemplars (server default
+        50) of similar states, with a 95% Wilson interval (``low``, ``high``) and the
+        ``failures`` / ``attempts`` behind it (``rate`` is ``None`` with no history);
+        ``evidence`` the steps, each with its ``trajectory_id`` and ``step_index``;
+        ``alternatives`` the other actions taken there, best first by the lower bound
+        of their success rate; ``heuristics`` the active ones whose trigger or
+        guideline names the action. ``filters`` as for :meth:`retrieve`. Like a
+        retrieve, it first waits for this client's own writes to the namespace to be
+        searchable (read-your-writes).
+        """
+        ns = self._ns(namespace)
+        with self._transport.session.waiting(ns, "session") as token:
+            request = ops.check_request(
+                observation,
+                action,
+                data=data,
+                internal_state=internal_state,
+                task=task,
+                k=k,
+                filters=filters,
+                consistency_token=token,
+            )
+            return await self._transport.send(ops.check_action(ns, request))
 
     async def retrieve_batch(
         self,

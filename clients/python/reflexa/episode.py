@@ -18,8 +18,10 @@ in :attr:`Episode.stats`, in a warning logged on close, in the optional
 :class:`~reflexa.errors.EpisodeDeliveryError` raised by :meth:`Episode.close`.
 
 :meth:`Episode.retrieve` asks the server for past experience while the episode
-runs. It is the one call that waits (the agent needs the answer); it is tied to
-the episode, whose outcome credits what was served. Leaving the ``with`` block
+runs. It is one of the two calls that wait (the agent needs the answer); it is tied to
+the episode, whose outcome credits what was served. The other,
+:meth:`Episode.check_action`, asks how an action fared in states like the current
+one before the agent takes it (the pre-action check). Leaving the ``with`` block
 after :meth:`Episode.finish` with ``wait_searchable_ms`` also waits until the
 episode is searchable; either way the client's next retrieve sees it.
 
@@ -47,7 +49,7 @@ from reflexa._operations import FiltersInput, RenderInput
 from reflexa._spool import Spool, SpoolReplayer
 from reflexa._transport import SyncTransport
 from reflexa.errors import EpisodeDeliveryError, ReflexaError
-from reflexa.models import Kind, Outcome, RetrieveResult, Step, TrajectoryCreate, coerce, dump
+from reflexa.models import CheckResult, Kind, Outcome, RetrieveResult, Step, TrajectoryCreate, coerce, dump
 
 __all__ = ["Episode", "EpisodeClient", "EpisodeErrorCallback", "EpisodeStats"]
 
@@ -109,6 +111,7 @@ class Episode:
         self._environment = environment
         self._retrieval_ids: list[str] = []
         self._retrievals_lock = threading.Lock()
+        self._state: tuple[str, Mapping[str, Any] | None, str | None] | None = None  # the current state
         header = coerce(
             TrajectoryCreate,
             {
@@ -243,6 +246,7 @@ class Episode:
         not wait for this episode's own unsent steps, which are not searchable
         before the episode closes anyway. Network problems raise, as for any retrieve.
         """
+        self._state = (observation, data, internal_state)
         result = self._client.retrieve(
             self.namespace,
             observation,
@@ -268,6 +272,54 @@ class Episode:
     async def aretrieve(self, observation: str, **kwargs: Any) -> RetrieveResult:
         """:meth:`retrieve` in a worker thread, so the event loop keeps running while it waits."""
         return await asyncio.to_thread(self.retrieve, observation, **kwargs)
+
+    def check_action(
+        self,
+        action: str | Mapping[str, Any],
+        *,
+        observation: str | None = None,
+        data: Mapping[str, Any] | None = None,
+        internal_state: str | None = None,
+        task: str | None = None,
+        k: int | None = None,
+        filters: FiltersInput | None = None,
+    ) -> CheckResult:
+        """:meth:`reflexa.Client.check_action` in this episode's current state; waits for the answer.
+
+        The current state is the one given here (``observation``, ``data``,
+        ``internal_state``), else the one of the last :meth:`retrieve` or
+        :meth:`check_action` of this episode (``data`` / ``internal_state`` given
+        here replace its own); with neither, ``ValueError``. ``task``
+        and the environment are the episode's. The check is not tied to the episode:
+        its outcome credits nothing (the check serves every action's exemplars, not
+        the one taken). Network problems raise, as for any check.
+        """
+        if observation is None:
+            if self._state is None:
+                raise ValueError("no current state: give observation=, or call retrieve() first")
+            observation, kept_data, kept_internal = self._state
+            data = data if data is not None else kept_data
+            internal_state = internal_state if internal_state is not None else kept_internal
+        else:
+            self._state = (observation, data, internal_state)
+        transport = self._client._transport
+        with transport.session.waiting(self.namespace, "session") as token:  # the client's own writes
+            request = ops.check_request(
+                observation,
+                action,
+                data=data,
+                internal_state=internal_state,
+                task=task if task is not None else self._task,
+                k=k,
+                filters=filters,
+                environment=self._environment,
+                consistency_token=token,
+            )
+            return transport.send(ops.check_action(self.namespace, request))
+
+    async def acheck_action(self, action: str | Mapping[str, Any], **kwargs: Any) -> CheckResult:
+        """:meth:`check_action` in a worker thread, so the event loop keeps running while it waits."""
+        return await asyncio.to_thread(self.check_action, action, **kwargs)
 
     @property
     def retrieval_ids(self) -> list[str]:

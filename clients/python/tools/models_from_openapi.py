@@ -31,6 +31,7 @@ RENAMES = {
     "CapabilityCreate": "RewardCapabilityCreate",
     "CapabilityCreated": "RewardCapabilityCreated",
     "CapabilityRead": "RewardCapability",
+    "CheckResponse": "CheckResult",
     "ContextsResponse": "ContextsResult",
     "CriterionCreate": "RubricCriterion",
     "CriterionRead": "RubricCriterionRead",

@@ -69,6 +69,7 @@ RULES: dict[str, str | Permission] = {
     "freeze_namespace": P.FREEZE,
     "thaw_namespace": P.FREEZE,
     "distill_contexts": P.DISTILL,
+    "distill_prefixes": P.DISTILL,
     "distill_advantages": P.DISTILL,
     "export_dataset": P.EXPORT,
     "list_tasks": P.TRAJECTORIES_READ,

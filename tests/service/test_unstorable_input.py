@@ -67,6 +67,11 @@ BODIES["distill_contexts"] = {
     "teachers": [{"kind": "memory", "name": "m", "kinds": ["skill"]}, {"kind": "hindsight", "horizon": 2}],
     "template": "default",
 }
+BODIES["distill_prefixes"] = {
+    "tasks": ["open the door"],
+    "step": 3,
+    "schedule": {"kind": "step_decay", "start_fraction": 0.5, "half_life_steps": 10},
+}
 BODIES["distill_teacher_logprobs"] = {
     "items": [{"id": "i1", "continuation": {"text": "go north"}, "context": {"text": "You are in a hall"}}]
 }

@@ -41,7 +41,7 @@ def client(admin: Client) -> Any:
 
 
 def test_recall_tool_answers_the_rendered_context(client: Client) -> None:
-    (recall,) = reflexa_tools(client, k=3)
+    recall, _ = reflexa_tools(client, k=3)
     assert recall.name == "recall"
     assert set(recall.args) == {"state", "internal_state", "task"}
     message = recall.invoke(
@@ -54,6 +54,26 @@ def test_recall_tool_answers_the_rendered_context(client: Client) -> None:
     assert message.artifact["item_ids"] and "fill kettle" in message.artifact["context"]
     # The artifact is what the outcome report needs.
     assert client.report_retrieval_outcome(None, retrieval_id, success=True).credited_items >= 1
+
+
+def test_check_action_tool_says_the_risk_and_the_better_alternative(client: Client) -> None:
+    bad = [{"state": KITCHEN[0]["state"], "action": "pour water on the stove"}]
+    for _ in range(3):
+        client.create_trajectory(task="make tea", steps=bad, outcome={"success": False})
+    _, check = reflexa_tools(client)
+    assert check.name == "check_action" and set(check.args) == {"state", "action", "internal_state", "task"}
+    message = check.invoke(
+        {
+            "type": "tool_call",
+            "id": "c2",
+            "name": "check_action",
+            "args": {"state": KITCHEN[0]["state"]["observation"], "action": "pour water on the stove"},
+        }
+    )
+    assert message.artifact["risk"]["rate"] == 1.0 and message.artifact["risk"]["attempts"] == 3
+    assert message.artifact["alternatives"][0]["action"] == "fill kettle"
+    assert message.content.startswith("Risk: 100% of credited attempts failed (3/3")
+    assert "- fill kettle: 100%" in message.content
 
 
 def test_graph_with_scripted_model_recalls_and_uses_the_store(client: Client) -> None:

@@ -37,7 +37,7 @@ from migrations import upgrade  # noqa: E402
 from tests.conftest import ADMIN_KEY, REPO, LiveServer, free_port, start_server  # noqa: E402
 from tests.factories import unique  # noqa: E402
 
-TOOLS = {"recall", "log_step", "end_episode", "report_outcome", "search_reflections"}
+TOOLS = {"recall", "check_action", "log_step", "end_episode", "report_outcome", "search_reflections"}
 PYTHONPATH = os.pathsep.join([str(REPO), str(REPO / "clients" / "python")])
 MCP_ARGS = ["-m", "reflexa.cli", "mcp", "--flush-timeout", "1", "--retry-interval", "0.3", "--log-level", "INFO"]
 
@@ -149,6 +149,20 @@ async def exercise(session: ClientSession, reader: Client, namespace: str) -> No
     while utility_uses(reader, namespace, first, top["id"]) == before and time.monotonic() < deadline:
         await asyncio.sleep(0.2)
     assert utility_uses(reader, namespace, first, top["id"]) > before
+
+    # A known-bad action: two episodes that jumped in at the same state failed.
+    for _ in range(2):
+        await call(session, "log_step", {"task": task, "observation": first, "action": "jump in the river"})
+        ended = await call(session, "end_episode", {"success": False, "failure_reason": "swept away"})
+        assert ended["status"] == "delivered"
+    checked = await session.call_tool("check_action", {"observation": first, "action": "jump in the river"})
+    assert not checked.is_error and checked.structured_content is not None
+    risk = checked.structured_content
+    assert risk["risk"]["rate"] == 1.0 and risk["risk"]["attempts"] == 2 and risk["exact_match"]
+    assert {e["success"] for e in risk["evidence"]} == {False} and len(risk["evidence"]) == 2
+    assert risk["alternatives"][0]["action"] == "untie the boat"
+    words = checked.content[0].text  # type: ignore[union-attr]
+    assert words.startswith("Risk: 100% of credited attempts failed (2/2") and "- untie the boat: 100%" in words
 
     # A bad argument: the client's InvalidInput, in the tool's own words.
     text = await tool_error(session, "recall", {"state": first, "max_chars": 10})

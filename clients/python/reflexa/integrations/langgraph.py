@@ -68,6 +68,7 @@ try:
 except ImportError as exc:  # pragma: no cover - depends on the environment
     raise ImportError("reflexa.integrations.langgraph needs LangGraph: pip install 'reflexa[langgraph]'") from exc
 
+from reflexa.check_summary import describe_check
 from reflexa.client import Client
 from reflexa.errors import Conflict, NotFound
 from reflexa.models import Kind, Trajectory
@@ -411,8 +412,14 @@ def reflexa_tools(
       by a line ``retrieval_id: r_…``; the tool message's ``artifact`` holds
       ``{"retrieval_id", "item_ids", "context"}`` for code that reports the outcome
       (``client.report_retrieval_outcome``).
+    - ``check_action(state, action, internal_state=None, task=None)``: ``POST …/check``
+      before acting, answering the risk (failure rate with its 95% interval), the
+      alternatives best first, the heuristics naming the action and the evidence
+      (:func:`reflexa.check_summary.describe_check`, as the MCP server words it); the
+      ``artifact`` is the whole answer as JSON.
 
-    ``k``, ``kinds``, ``environment`` and ``filters`` are passed to every retrieve.
+    ``k``, ``kinds``, ``environment`` and ``filters`` are passed to every retrieve;
+    ``filters`` to every check too.
     """
     ns = client.config.namespace_or_default(namespace)
 
@@ -443,4 +450,21 @@ def reflexa_tools(
         }
         return f"{context}\n\nretrieval_id: {result.retrieval_id}", artifact
 
-    return [StructuredTool.from_function(recall, name="recall", response_format="content_and_artifact")]
+    def check_action(
+        state: str, action: str, internal_state: str | None = None, task: str | None = None
+    ) -> tuple[str, dict[str, Any]]:
+        """Before a risky or irreversible action, check how the same action fared in states like this one.
+
+        Args:
+            state: the current observation, as text.
+            action: the action being considered.
+            internal_state: your current plan or subgoal, if any.
+            task: the task being worked on, if known.
+        """
+        result = client.check_action(ns, state, action, internal_state=internal_state, task=task, filters=filters)
+        return describe_check(result), result.model_dump(mode="json")
+
+    return [
+        StructuredTool.from_function(recall, name="recall", response_format="content_and_artifact"),
+        StructuredTool.from_function(check_action, name="check_action", response_format="content_and_artifact"),
+    ]

@@ -20,6 +20,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field
 
+from reflexa.check_summary import describe_check
 from reflexa.client import Client
 from reflexa.errors import ReflexaError
 from reflexa.mcp.episodes import EpisodeBook, NoEpisode, TaskRequired
@@ -115,6 +116,15 @@ Give the `retrieval_ids` returned by recall (one or several), and `success` and/
 acted on only some of the recalled items, list them in `item_ids`. Reporting the same outcome again
 is harmless; a different outcome for the same retrieval is refused. Not needed for recalls made
 inside an episode (end_episode credits those)."""
+
+CHECK_ACTION = """Before taking a risky or irreversible action, check how the same action fared in states
+like the current one.
+
+Give the current `observation` and the `action` you are considering (optionally `internal_state`
+and `task`). Returns the failure risk (the failure rate over credited attempts, with a 95%
+interval), the steps it is based on, the other actions taken in such states ranked by success
+(their support too), and heuristics that mention the action. A wide interval or few attempts
+means uncertain, not safe; no history means unknown."""
 
 SEARCH_REFLECTIONS = """Search Reflexa's reflections (lessons, heuristics, skills and past steps learned from
 earlier episodes) by free text.
@@ -289,6 +299,17 @@ def _tools(backend: Backend) -> list[tuple[Callable[..., Any], str, ToolAnnotati
         )
         return _result(text, {"retrievals": credited, "credited_items": total})
 
+    def check_action(
+        observation: Annotated[str, Field(description="the current observation: what the agent sees now, as text")],
+        action: Annotated[str, Field(description="the action being considered (text, as log_step records it)")],
+        internal_state: Annotated[str | None, Field(description="the agent's current plan or subgoal")] = None,
+        task: Annotated[str | None, Field(description="the task being attempted")] = None,
+        k: Annotated[int, Field(description="how many similar past state-action pairs to consider (1 to 100)")] = 50,
+    ) -> CallToolResult:
+        with _reflexa_errors(renames={"state.observation": "observation"}):
+            result = client.check_action(namespace, observation, action, internal_state=internal_state, task=task, k=k)
+        return _result(describe_check(result), result.model_dump(mode="json"))
+
     def search_reflections(
         query: Annotated[str, Field(description="a situation or observation, in words, to find lessons for")],
         kinds: Annotated[
@@ -329,5 +350,6 @@ def _tools(backend: Backend) -> list[tuple[Callable[..., Any], str, ToolAnnotati
         (log_step, LOG_STEP, writing),
         (end_episode, END_EPISODE, writing),
         (report_outcome, REPORT_OUTCOME, ToolAnnotations(idempotent_hint=True, destructive_hint=False)),
+        (check_action, CHECK_ACTION, reading),
         (search_reflections, SEARCH_REFLECTIONS, reading),
     ]

@@ -18,7 +18,7 @@ SCRIPT = [
     ("end_episode", {"success": True, "reward": 1.0}),
     ("recall", {"state": ROOM, "task": "leave the room"}),
     ("report_outcome", {"success": True}),  # credits what the last recall served
-    ("search_reflections", {"query": "a locked door and a key"}),
+    ("check_action", {"observation": ROOM, "action": "unlock the door"}),  # before acting: the risk
 ]
 
 

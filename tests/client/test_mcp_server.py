@@ -284,4 +284,5 @@ def test_the_example_agent(live_server: LiveServer, agent: tuple[str, str], tmp_
     assert "Started episode" in out and "delivered (2 steps" in out
     assert "exact match" in out  # the second recall finds the episode just logged
     assert re.search(r"Outcome recorded for 1 retrieval\(s\); [12] item\(s\) credited\.", out)  # both served steps
+    assert "> check_action(" in out and "No credited attempt of this action in states like this" in out
     assert key not in out + done.stderr

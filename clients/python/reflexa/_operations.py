@@ -864,6 +864,7 @@ EXPORT_FILTERS = frozenset(
         "snapshot",
         "context",
         "history",
+        "history_max_chars",
         "max_pairs_per_state",
         "hints",
     }

@@ -862,7 +862,7 @@ class AsyncClient:
         reflection, next attempt). ``filters``: the server's query parameters
         (``environment``, ``agent``, ``policy_version``, ``group_id``, ``task``,
         ``success``, ``created_after``, ``created_before``, ``limit``, ``snapshot``,
-        ``context``, ``history``, ``max_pairs_per_state``, ``hints``); one left at
+        ``context``, ``history``, ``history_max_chars``, ``max_pairs_per_state``, ``hints``); one left at
         ``None`` is not sent, an unknown one raises
         :class:`~reflexa.errors.InvalidInput` before anything is sent. Give
         ``snapshot`` for a dataset that is the same bytes every time.

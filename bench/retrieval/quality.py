@@ -19,6 +19,12 @@ Sets (each a memory of state -> action exemplars and labelled queries):
 - `babyai`: BabyAI GoToLocal scene observations (examples/babyai, MiniGrid), states
   visited by random walks in 20 worlds; the action label is the walk's action. Exact
   queries only (a state may have several labels: recall counts the exact state).
+- `twx-coin`, `twx-twc`, `twx-mapreader`: TextWorldExpress states from seeded random
+  walks (bench/retrieval/twx_sets.py; skipped without `textworld-express`), each
+  target stored next to a distractor one word away (another room, item, exit
+  direction); an exact query per target (the target must come first, not its
+  distractor) and a near query per target (the target with another word changed;
+  right answers labelled as for the grid sets).
 
 Metrics: recall@1 and recall@10 of the exact state (exact queries) and of the right
 action (top item's action; near queries: a nearest state's action), per mode:
@@ -31,6 +37,7 @@ no timing is measured. Run:
 
     python -m bench.retrieval.quality --out docs/benchmarks/retrieval-quality.md        # ~10 min (4 seeds)
     python -m bench.retrieval.quality --smoke                         # seconds
+    python -m bench.retrieval.quality --sets twx --weights 0.2,0.8 --out docs/benchmarks/retrieval-quality.md
 """
 
 from __future__ import annotations
@@ -50,11 +57,14 @@ from fastapi.testclient import TestClient
 from bench.common.machine import MachineFacts
 from bench.common.output import add_out_option, write_section
 from bench.common.processes import share_models
+from bench.retrieval import twx_sets
+from domain.settings import RankingSettings
 from migrations import upgrade
 from service.app import create_app
 from service.settings import Settings
 from store.lexical import tokens
 
+FAMILIES = ("grid", "babyai", "twx")
 MODES = {"dense": 0.0, "lexical": 1.0, "hybrid": None}  # None: the server's default
 ADMIN = "rfx_bench_quality_admin"
 ROOMS = ["kitchen", "hall", "cellar", "attic", "garden", "study"]
@@ -164,6 +174,19 @@ def babyai_set(worlds: int, steps: int, rng: random.Random) -> QualitySet | None
     return out
 
 
+def twx_set(game: str, worlds: int, steps: int, n_queries: int, seed: int) -> QualitySet:
+    """TextWorldExpress states with one-word distractors (bench/retrieval/twx_sets.py):
+    an exact query per target, then a near query per target, labelled as the grid sets'."""
+    memory, targets = twx_sets.twx_pairs(game, worlds, steps, n_queries, seed)
+    out = QualitySet(f"twx-{game}", memory)
+    out.queries = [Query(state, "exact", state, action) for (state, action), _ in targets]
+    for (state, action), text in targets:
+        near = Query(text, "near", state, action)
+        near.also = nearest_others(near, memory)
+        out.queries.append(near)
+    return out
+
+
 class TfIdf:
     """Cosine over TF-IDF vectors of the memory's word tokens (the same tokenizer)."""
 
@@ -226,23 +249,28 @@ def load(client: TestClient, ns: str, lexical_weight: float | None, qset: Qualit
     client.app.state.services.worker.run_until_idle()  # type: ignore[attr-defined]
 
 
-def sets(smoke: bool, seeds: list[int]) -> Iterator[QualitySet]:
+def sets(smoke: bool, seeds: list[int], families: tuple[str, ...] = FAMILIES) -> Iterator[QualitySet]:
     """The generated sets once per seed (a set's name carries its seed when there are
-    several), then BabyAI's scenes (first seed)."""
+    several), then BabyAI's scenes and the TextWorldExpress sets (first seed)."""
     n = 40 if smoke else 300
-    for seed in seeds:
-        rng = random.Random(seed)
-        tag = f" s{seed}" if len(seeds) > 1 else ""
-        for vary in ("numbers", "words", "paraphrase"):
-            yield grid_set(f"grid-{vary}{tag}", n, vary, rng)
-    babyai = babyai_set(3 if smoke else 20, 15 if smoke else 40, random.Random(seeds[0]))
-    if babyai is not None:
-        yield babyai
+    if "grid" in families:
+        for seed in seeds:
+            rng = random.Random(seed)
+            tag = f" s{seed}" if len(seeds) > 1 else ""
+            for vary in ("numbers", "words", "paraphrase"):
+                yield grid_set(f"grid-{vary}{tag}", n, vary, rng)
+    if "babyai" in families:
+        babyai = babyai_set(3 if smoke else 20, 15 if smoke else 40, random.Random(seeds[0]))
+        if babyai is not None:
+            yield babyai
+    if "twx" in families and twx_sets.available():
+        for game in twx_sets.TWX_GAMES:
+            yield twx_set(game, 5 if smoke else 15, 20 if smoke else 40, 10 if smoke else 100, seeds[0])
 
 
-def run(smoke: bool, seeds: list[int], weights: list[float] | None = None) -> str:
+def run(smoke: bool, seeds: list[int], weights: list[float] | None = None, families: tuple[str, ...] = FAMILIES) -> str:
     """The report; `weights`: extra hybrid rows at these lexical weights (the
-    default's row is always there)."""
+    default's row is always there); `families`: which sets (grid, babyai, twx)."""
     data = share_models(Path(tempfile.mkdtemp(prefix="reflexa-quality-")))  # the bench's one ONNX export
     url = f"sqlite:///{data / 'reflexa.db'}"
     upgrade(url)
@@ -259,8 +287,9 @@ def run(smoke: bool, seeds: list[int], weights: list[float] | None = None) -> st
         "| near state @1 / @10 | near action @1 / @10 |",
         "|---|---|---|---|---|---|---|",
     ]
+    lost = []  # served rows where an exact query's own state was not first
     with TestClient(create_app(settings), headers={"Authorization": f"Bearer {ADMIN}"}) as client:
-        for qset in sets(smoke, seeds):
+        for qset in sets(smoke, seeds, families):
             tfidf = TfIdf(qset.memory)
             extra = [(f"hybrid {w:g}", w) for w in weights or []]
             for n_mode, (mode, weight) in enumerate([*MODES.items(), *extra, ("tfidf", None)]):
@@ -273,10 +302,20 @@ def run(smoke: bool, seeds: list[int], weights: list[float] | None = None) -> st
                 ambiguous = sum(bool(q.also) for q in qset.queries)
                 sizes = f"{len(qset.memory)} / {len(qset.queries)} ({ambiguous})"
                 lines.append(f"| {qset.name} | {sizes} | {mode} | {cells} |")
+                exact = r["exact state"]
+                if mode != "tfidf" and exact.n and exact.at1 < exact.n:
+                    lost.append(f"{qset.name} {mode} ({exact.n - exact.at1} of {exact.n})")
     facts = MachineFacts.collect(with_postgres=False)
+    command = f"python -m bench.retrieval.quality{' --smoke' if smoke else ''} --seeds {','.join(map(str, seeds))}"
+    if weights:
+        command += f" --weights {','.join(f'{w:g}' for w in weights)}"
+    if families != FAMILIES:
+        command += f" --sets {','.join(families)}"
+    check = "every served mode ranks it first" if not lost else "lost by " + "; ".join(lost)
     head = (
-        f"{facts.markdown()}\n\nEmbedder: {backend}. Command: `python -m bench.retrieval.quality"
-        f"{' --smoke' if smoke else ''} --seeds {','.join(map(str, seeds))}`. "
+        f"{facts.markdown()}\n\nEmbedder: {backend}. Command: `{command}`. "
+        f"hybrid: the default ranking.lexical_weight ({RankingSettings().lexical_weight:g}); "
+        f"hybrid w: lexical_weight w. Exact match (exact state @1 of the served modes): {check}. "
         "Recall of the exact state and of the right action at 1 and 10 "
         "(near queries: the state differing by one number or word, or any other memory state as near to the "
         "query, and its action; ambiguous: the near queries with more than one such state).\n\n"
@@ -289,13 +328,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--smoke", action="store_true", help="tiny sets and the hashing embedder (seconds)")
     parser.add_argument("--seeds", default="7,1,2,3", help="the generated sets once per seed (smoke: the first)")
     parser.add_argument("--weights", default="", help="extra hybrid rows at these lexical weights, e.g. 0.1,0.2,0.5")
+    parser.add_argument("--sets", default=",".join(FAMILIES), help="which sets: grid, babyai, twx (comma list)")
     add_out_option(parser, "retrieval-quality", "print the report")
     args = parser.parse_args(argv)
     seeds = [int(x) for x in args.seeds.split(",") if x]
-    report = run(args.smoke, seeds[:1] if args.smoke else seeds, [float(w) for w in args.weights.split(",") if w])
+    families = tuple(f for f in FAMILIES if f in args.sets.split(","))
+    weights = [float(w) for w in args.weights.split(",") if w]
+    report = run(args.smoke, seeds[:1] if args.smoke else seeds, weights, families)
     print(report)
+    # a run of some of the sets has its own section (the full run's is kept)
+    section = "retrieval-quality" if families == FAMILIES else "retrieval-quality-" + "-".join(families)
+    title = "Retrieval quality" if families == FAMILIES else f"Retrieval quality: {', '.join(families)} sets"
     for path in args.out:
-        write_section(path, "retrieval-quality", "## Retrieval quality\n\n" + report)
+        write_section(path, section, f"## {title}\n\n" + report)
     return 0
 
 

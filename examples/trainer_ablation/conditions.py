@@ -8,6 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from examples.trainer_ablation.episodes import MEMORY_PROMPT
+
 
 @dataclass(frozen=True)
 class Condition:
@@ -21,7 +23,6 @@ class Condition:
     fade: dict[str, Any] | None = None  # contexts' fade, its policy_version the update's own
 
 
-MEMORY = {"kind": "memory", "k": 3, "max_chars": 900}
 HINDSIGHT_1 = {"kind": "hindsight", "horizon": 1}
 HINDSIGHT_2 = {"kind": "hindsight", "horizon": 2}
 CARD = {"kind": "evidence_card", "max_chars": 900}
@@ -30,7 +31,7 @@ CONDITIONS: dict[str, Condition] = {
     c.name: c
     for c in (
         Condition("grpo", "grpo"),
-        Condition("seed", "token_signal", {"teacher": "memory", "beta": 1.0}, teachers=(MEMORY,)),
+        Condition("seed", "token_signal", {"teacher": "memory", "beta": 1.0}, teachers=(MEMORY_PROMPT,)),
         Condition(
             "stepopsd", "step_shaping", {"teacher": "hindsight@1", "lambda": 0.5, "alpha": 1.0}, teachers=(HINDSIGHT_1,)
         ),

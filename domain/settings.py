@@ -66,6 +66,13 @@ class CreditSettings(RequestModel):
         "the served items ranked in the top this-many: an agent acts on what ranks first, not on all 100 look-alikes "
         "of a context; 0 credits every served item",
     )
+    holdout_rate: float = Field(
+        0.0,
+        ge=0.0,
+        le=0.5,
+        description="share of the episodes from which each item that would be served is withheld at random, to "
+        "estimate its causal effect on success (never an exact match, never under a snapshot); 0 = off",
+    )
 
 
 class ContrastiveSettings(RequestModel):

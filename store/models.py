@@ -435,6 +435,22 @@ class RetrievalItem(Base):
     similarity: Mapped[float] = mapped_column(Float)
 
 
+class RetrievalHoldout(Base):
+    """An item a retrieval put to the holdout draw (`credit.holdout_rate`): served
+    (withheld false; it is also a retrieval item) or withheld in its place. Only
+    these rows enter the causal effect estimate (service/retrieval/holdout.py)."""
+
+    __tablename__ = "retrieval_holdouts"
+    __table_args__ = (UniqueConstraint("retrieval_id", "reflection_pk"), NO_REUSE)
+
+    pk: Mapped[int] = mapped_column(BigPK, primary_key=True, autoincrement=True)
+    retrieval_id: Mapped[str] = mapped_column(ForeignKey("retrievals.id", ondelete="CASCADE"))
+    reflection_pk: Mapped[int] = mapped_column(ForeignKey("reflections.pk", ondelete="CASCADE"), index=True)
+    withheld: Mapped[bool] = mapped_column(Boolean)
+    # The episode (trajectory_id) or, without one, the retrieval: the unit randomised.
+    unit: Mapped[str] = mapped_column(String(128))
+
+
 class RetrievalOutcome(Base):
     """A reported outcome for a retrieval; one per retrieval (a replay must match)."""
 

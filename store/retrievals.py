@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 import orjson
-from sqlalchemy import Select, Text, and_, bindparam, cast, exists, insert, select, update
+from sqlalchemy import Select, Text, and_, bindparam, case, cast, exists, func, insert, select, update
 from sqlalchemy.orm import Session
 
 from store.models import (
@@ -21,6 +21,7 @@ from store.models import (
     Reflection,
     ReflectionEvidence,
     Retrieval,
+    RetrievalHoldout,
     RetrievalItem,
     RetrievalOutcome,
     SnapshotEmbedding,
@@ -298,8 +299,10 @@ def create_retrieval(
     trajectory_id: str | None,
     items: Sequence[tuple[int, int, float, float]],
     latency_ms: float | None = None,
+    holdouts: Sequence[tuple[int, bool, str]] = (),
 ) -> None:
-    """Log a retrieval and what it served: items are (reflection pk, rank, score, similarity).
+    """Log a retrieval and what it served: items are (reflection pk, rank, score, similarity),
+    holdouts the items put to the holdout draw (reflection pk, withheld, unit).
     Core inserts built once, on the session's connection: the ORM unit of work cost a
     fifth of a retrieve's CPU here, building the statements and going through the
     session most of what was left."""
@@ -323,10 +326,59 @@ def create_retrieval(
                 for pk, rank, score, sim in items
             ],
         )
+    if holdouts:
+        conn.execute(
+            _INSERT_HOLDOUT,
+            [
+                {"retrieval_id": id, "reflection_pk": pk, "withheld": withheld, "unit": unit}
+                for pk, withheld, unit in holdouts
+            ],
+        )
 
 
 _INSERT_RETRIEVAL = insert(Retrieval.__table__)
 _INSERT_RETRIEVAL_ITEM = insert(RetrievalItem.__table__)
+_INSERT_HOLDOUT = insert(RetrievalHoldout.__table__)
+
+
+@dataclass(frozen=True)
+class HoldoutCounts:
+    """One item's holdout arms: units (episodes, or lone retrievals) with a
+    success/failure outcome, and how many of them succeeded."""
+
+    served_units: int = 0
+    served_successes: int = 0
+    withheld_units: int = 0
+    withheld_successes: int = 0
+
+
+def list_holdout_counts(
+    session: Session, namespace: str, reflection_pks: Sequence[int] | None = None
+) -> dict[int, HoldoutCounts]:
+    """Per reflection pk (those given, or every one of the namespace put to the draw):
+    its holdout arms. A unit is counted once per arm, successful when any of its
+    retrievals' outcomes is (an episode's retrievals share the episode's outcome)."""
+    h, o = RetrievalHoldout, RetrievalOutcome
+    won = func.max(case((o.success.is_(True), 1), else_=0))
+    per_unit = (
+        select(h.reflection_pk, h.withheld, h.unit, won.label("won"))
+        .join(o, o.retrieval_id == h.retrieval_id)
+        .join(Reflection, Reflection.pk == h.reflection_pk)
+        .where(Reflection.namespace == namespace, o.success.is_not(None))
+        .group_by(h.reflection_pk, h.withheld, h.unit)
+    )
+    if reflection_pks is not None:
+        per_unit = per_unit.where(h.reflection_pk.in_(list(reflection_pks)))
+    units = per_unit.subquery()
+    stmt = select(units.c.reflection_pk, units.c.withheld, func.count(), func.sum(units.c.won)).group_by(
+        units.c.reflection_pk, units.c.withheld
+    )
+    arms: dict[int, dict[str, int]] = {}
+    for pk, was_withheld, n, wins in session.execute(stmt):
+        arm = arms.setdefault(pk, {})
+        prefix = "withheld" if was_withheld else "served"
+        arm[f"{prefix}_units"], arm[f"{prefix}_successes"] = int(n), int(wins or 0)
+    return {pk: HoldoutCounts(**arm) for pk, arm in arms.items()}
 
 
 def read_retrieval(session: Session, namespace: str, id: str) -> Retrieval | None:

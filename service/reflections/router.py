@@ -7,7 +7,13 @@ from fastapi import APIRouter
 from domain.reflections import Kind, Status
 from service.deps import PageLimit, PrincipalDep, ServicesDep
 from service.params import Ns, ReflectionId
-from service.reflections.schemas import ReflectionPage, ReflectionRead, ReflectionUpdate, ReflectionVersionRead
+from service.reflections.schemas import (
+    ReflectionEffect,
+    ReflectionPage,
+    ReflectionRead,
+    ReflectionUpdate,
+    ReflectionVersionRead,
+)
 from store.reflections import ReflectionFilters
 
 router = APIRouter(prefix="/v1/namespaces/{ns}/reflections", tags=["reflections"])
@@ -51,3 +57,10 @@ def reflection_history(
 ) -> list[ReflectionVersionRead]:
     """Every version and status change: who, what, when, why."""
     return services.reflections.history(principal, ns, id)
+
+
+@router.get("/{id}/effect", response_model=ReflectionEffect, operation_id="reflection_effect")
+def reflection_effect(ns: Ns, id: ReflectionId, principal: PrincipalDep, services: ServicesDep) -> ReflectionEffect:
+    """The item's causal effect on success: outcomes of the episodes it was randomly
+    withheld from against those it was served to (`credit.holdout_rate`)."""
+    return services.reflections.effect(principal, ns, id)

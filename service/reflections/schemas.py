@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field
 
@@ -79,3 +79,23 @@ class ReflectionVersionRead(ResponseModel):
     actor: str
     note: str | None = None
     created_at: datetime
+
+
+class HoldoutArm(ResponseModel):
+    units: int = Field(description="episodes (or retrievals without one) in this arm with a success/failure outcome")
+    successes: int
+    rate: float = Field(description="posterior mean success rate (Beta prior of strength 2 on the baseline)")
+
+
+class ReflectionEffect(ResponseModel):
+    """The item's causal effect on success, from the random holdout (docs/retrieval.md)."""
+
+    reflection_id: str
+    holdout_rate: float = Field(description="the namespace's credit.holdout_rate now (0: no new draws)")
+    baseline: float = Field(description="the namespace's success rate over all reported retrievals")
+    served: HoldoutArm
+    withheld: HoldoutArm
+    effect: float = Field(description="served rate minus withheld rate, shrunk toward 0 at low support")
+    low: float = Field(description="95 % interval, lower end")
+    high: float = Field(description="95 % interval, upper end")
+    verdict: Literal["helps", "hurts", "unclear"] = Field(description="'helps' / 'hurts' when the interval excludes 0")

@@ -11,9 +11,19 @@ from service.auth import Permission, Principal
 from service.limits.checks import LimitChecker
 from service.namespaces.service import NamespaceService
 from service.pagination import keyset_page
-from service.reflections.schemas import ReflectionPage, ReflectionRead, ReflectionUpdate, ReflectionVersionRead
+from service.reflections.schemas import (
+    HoldoutArm,
+    ReflectionEffect,
+    ReflectionPage,
+    ReflectionRead,
+    ReflectionUpdate,
+    ReflectionVersionRead,
+)
+from service.retrieval.holdout import Arm, estimate
+from service.retrieval.ranking import baseline_rate
 from store import evidence as evidence_repo
 from store import reflections as repo
+from store import retrievals as retrievals_repo
 from store.database import Database
 from store.models import Reflection
 
@@ -77,6 +87,15 @@ class ReflectionService:
             row = self._get_or_404(session, ns, id)
             return [ReflectionVersionRead.from_row(v) for v in repo.list_reflection_versions(session, row.pk)]
 
+    def effect(self, principal: Principal, ns: str, id: str) -> ReflectionEffect:
+        """The item's causal effect on success from the holdout draws (holdout.py)."""
+        principal.require(Permission.REFLECTIONS_READ, ns)
+        with self.db.read() as session:
+            row = self._get_or_404(session, ns, id)
+            counts = retrievals_repo.list_holdout_counts(session, ns, [row.pk]).get(row.pk)
+        settings, successes, total = self.namespaces.ranking_inputs(ns)
+        return effect_read(id, counts, baseline_rate(successes, total), settings.credit.holdout_rate)
+
     def update(self, principal: Principal, ns: str, id: str, body: ReflectionUpdate) -> ReflectionRead:
         principal.require(Permission.REFLECTIONS_CURATE, ns)
         if body.content is None and body.text is None and body.status is None:
@@ -127,3 +146,23 @@ class ReflectionService:
         action = _action(row.status, status)
         repo.update_reflection_status(session, row, status, action=action, actor=actor, note=note)
         return action
+
+
+def effect_read(
+    id: str, counts: retrievals_repo.HoldoutCounts | None, baseline: float, rate: float
+) -> ReflectionEffect:
+    """One item's holdout counts as the API (and the operator pages) show them."""
+    c = counts or retrievals_repo.HoldoutCounts()
+    served, withheld = Arm(c.served_units, c.served_successes), Arm(c.withheld_units, c.withheld_successes)
+    e = estimate(served, withheld, baseline)
+    return ReflectionEffect(
+        reflection_id=id,
+        holdout_rate=rate,
+        baseline=baseline,
+        served=HoldoutArm(units=served.units, successes=served.successes, rate=served.rate(baseline)),
+        withheld=HoldoutArm(units=withheld.units, successes=withheld.successes, rate=withheld.rate(baseline)),
+        effect=e.effect,
+        low=e.low,
+        high=e.high,
+        verdict=e.verdict,  # type: ignore[arg-type]
+    )

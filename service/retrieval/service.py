@@ -25,7 +25,7 @@ from domain.settings import NamespaceSettings, parse_settings
 from service.auth import Permission, Principal
 from service.limits.checks import LimitChecker
 from service.namespaces.service import NamespaceService
-from service.retrieval import ranking
+from service.retrieval import holdout, ranking
 from service.retrieval.candidates import CandidateSearch, Hits, Query
 from service.retrieval.consistency import wait_for
 from service.retrieval.credit import credit_retrieval
@@ -166,6 +166,12 @@ class RetrievalService:
                     waited[i] = wait_for(self.db, ns, token, req.wait_timeout_ms, where(i, "consistency_token"))
             self.registry.sync(ns, force=any(t is not None for t in tokens))
 
+        # A read under a snapshot is not logged: nothing it serves can be credited.
+        logged = log and view.snapshot is None
+        ids: list[str | None] = ["r_" + uuid.uuid4().hex if logged else None for _ in reqs]
+        # Only what an outcome can follow enters the holdout draw (never a snapshot's read).
+        holdout_rate = view.settings.credit.holdout_rate if logged else 0.0
+
         queries = self.search.embed(reqs, view.settings)
         # The lexical, candidate and evidence reads share one read transaction (the
         # query is encoded: nothing slow happens inside).
@@ -174,28 +180,29 @@ class RetrievalService:
                 ns, reqs, queries, lexical=view.settings.ranking.lexical_weight > 0, pinned=view.pinned
             )
             prefetched = self._prefetch(ns, reqs, first_hits, view, partial_kinds) if len(reqs) > 1 else None
-            chosen = [
-                self._choose(
+            served = [
+                self._serve(
+                    ns,
                     self._candidates(ns, req, view, query, baseline, hits, prefetched, partial_kinds=partial_kinds),
                     req,
+                    holdout_rate,
+                    unit=req.trajectory_id or rid or "",
                 )
-                for req, query, hits in zip(reqs, queries, first_hits, strict=True)
+                for req, query, hits, rid in zip(reqs, queries, first_hits, ids, strict=True)
             ]
+            chosen = [picked for picked, _ in served]
 
             snapshot_pk = view.snapshot.pk if view.snapshot is not None else None
             with self.db.read() as session:
                 pks = sorted({c.row.pk for picked in chosen for c in picked})
                 evidence = evidence_repo.list_evidence_summaries(session, pks, EVIDENCE_PER_ITEM, snapshot_pk)
         items = [[self._item(c, evidence.get(c.row.pk, [])) for c in picked] for picked in chosen]
-        # A read under a snapshot is not logged: nothing it serves can be credited.
-        logged = log and view.snapshot is None
-        ids: list[str | None] = ["r_" + uuid.uuid4().hex if logged else None for _ in reqs]
 
         # The server's time to answer, the consistency wait left out (the UI's latency).
         elapsed_ms = (time.perf_counter() - started) * 1000.0 - sum(waited)
 
         def write_log(session: Session) -> None:
-            for rid, req, picked in zip(ids, reqs, chosen, strict=True):
+            for rid, req, (picked, drawn) in zip(ids, reqs, served, strict=True):
                 assert rid is not None
                 repo.create_retrieval(
                     session,
@@ -205,6 +212,7 @@ class RetrievalService:
                     trajectory_id=req.trajectory_id,
                     items=[(c.row.pk, rank, c.score, c.similarity) for rank, c in enumerate(picked)],
                     latency_ms=round(elapsed_ms, 3),
+                    holdouts=drawn,
                 )
 
         if logged:
@@ -212,12 +220,12 @@ class RetrievalService:
         return [
             RetrieveResponse(
                 retrieval_id=rid,
-                items=served,
-                context=render(served, req.render) if req.render else None,
+                items=its,
+                context=render(its, req.render) if req.render else None,
                 gamma=view.settings.gamma,
                 waited_ms=w,
             )
-            for rid, req, served, w in zip(ids, reqs, items, waited, strict=True)
+            for rid, req, its, w in zip(ids, reqs, items, waited, strict=True)
         ]
 
     def _view(self, ns: str, reqs: list[RetrieveRequest], where: Callable[[int, str], str]) -> _View:
@@ -391,6 +399,30 @@ class RetrievalService:
         pool = ordered[: req.k * 3]
         picks = ranking.mmr_order([c.score for c in pool], np.vstack([c.vector for c in pool]), req.k, req.mmr_lambda)
         return [pool[i] for i in picks]
+
+    def _serve(
+        self, ns: str, candidates: list[_Candidate], req: RetrieveRequest, rate: float, *, unit: str
+    ) -> tuple[list[_Candidate], list[tuple[int, bool, str]]]:
+        """What to serve, and the holdout draws made: (reflection pk, withheld, unit).
+
+        Each non-exact item that would be served is drawn once (holdout.withheld); a
+        withheld one leaves the candidates and the choice is made again, so what moves
+        up into its place is drawn in turn. Every non-exact item served was drawn, and
+        no item withheld from the unit is served to it as a filler."""
+        picked = self._choose(candidates, req)
+        if rate <= 0.0:
+            return picked, []
+        drawn: dict[int, bool] = {}
+        while True:
+            fresh = [c for c in picked if not c.exact and c.row.pk not in drawn]
+            for c in fresh:
+                drawn[c.row.pk] = holdout.withheld(ns, unit, c.row.id, rate)
+            if not any(drawn[c.row.pk] for c in fresh):
+                # (MMR may drop an item served in an earlier round: only what is served counts)
+                final = {c.row.pk for c in picked}
+                return picked, [(pk, out, unit) for pk, out in drawn.items() if out or pk in final]
+            candidates = [c for c in candidates if not drawn.get(c.row.pk, False)]
+            picked = self._choose(candidates, req)
 
     def _item(self, c: _Candidate, evidence: list[tuple[str, int | None, int | None]]) -> RetrievedItem:
         row = c.row

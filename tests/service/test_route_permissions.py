@@ -58,6 +58,7 @@ RULES: dict[str, str | Permission] = {
     "get_reflection": P.REFLECTIONS_READ,
     "update_reflection": P.REFLECTIONS_CURATE,
     "reflection_history": P.REFLECTIONS_READ,
+    "reflection_effect": P.REFLECTIONS_READ,
     "list_jobs": P.JOBS_READ,
     "get_job": P.JOBS_READ,
     "retry_job": P.JOBS_MANAGE,

@@ -372,6 +372,13 @@ class CreditSettings(RequestModel):
         "served items ranked in the top this-many: an agent acts on what ranks first, not on all 100 "
         "look-alikes of a context; 0 credits every served item",
     )
+    holdout_rate: float | None = Field(
+        0.0,
+        ge=0.0,
+        le=0.5,
+        description="share of the episodes from which each item that would be served is withheld at random, to "
+        "estimate its causal effect on success (never an exact match, never under a snapshot); 0 = off",
+    )
 
 
 class RubricCriterion(RequestModel):
@@ -495,6 +502,12 @@ class GroupDiagnostics(ResponseModel):
     signal_mean: float | None = Field(None, description="mean over the group of the summed signal S_i")
     clipped_tokens_share: float | None = None
     sign_flips_prevented: int | None = None
+
+
+class HoldoutArm(ResponseModel):
+    units: int = Field(description="episodes (or retrievals without one) in this arm with a success/failure outcome")
+    successes: int
+    rate: float = Field(description="posterior mean success rate (Beta prior of strength 2 on the baseline)")
 
 
 class JobRead(ResponseModel):
@@ -801,6 +814,20 @@ class RankingSettings(RequestModel):
     )
     recency_weight: float | None = Field(0.1, ge=0.0, le=1.0, description="share of the score that decays with age")
     recency_half_life_days: float | None = Field(30.0, gt=0.0, description="age at which recency counts half")
+
+
+class ReflectionEffect(ResponseModel):
+    """The item's causal effect on success, from the random holdout (docs/retrieval.md)."""
+
+    reflection_id: str
+    holdout_rate: float = Field(description="the namespace's credit.holdout_rate now (0: no new draws)")
+    baseline: float = Field(description="the namespace's success rate over all reported retrievals")
+    served: HoldoutArm
+    withheld: HoldoutArm
+    effect: float = Field(description="served rate minus withheld rate, shrunk toward 0 at low support")
+    low: float = Field(description="95 % interval, lower end")
+    high: float = Field(description="95 % interval, upper end")
+    verdict: Literal["helps", "hurts", "unclear"] = Field(description="'helps' / 'hurts' when the interval excludes 0")
 
 
 class ReflectionRead(ResponseModel):
@@ -1488,6 +1515,7 @@ __all__ = [
     "Fade",
     "FreezeState",
     "GroupDiagnostics",
+    "HoldoutArm",
     "ItemStatus",
     "JobRead",
     "Key",
@@ -1515,6 +1543,7 @@ __all__ = [
     "PrefixStep",
     "PrefixTrajectory",
     "RankingSettings",
+    "ReflectionEffect",
     "ReflectionRead",
     "ReflectionSettings",
     "ReflectionUpdate",

@@ -12,6 +12,7 @@ from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from sqlalchemy.exc import InterfaceError, OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from domain.errors import ReflexaError, Unavailable
@@ -42,7 +43,7 @@ from service.tasks.router import router as tasks_router
 from service.trajectories.router import router as trajectories_router
 from service.ui.install import install_ui, ui_http_error, ui_reflexa_error, ui_validation_error
 from service.ui.web import UiHeadersMiddleware, is_ui
-from store.database import Database
+from store.database import Database, overloaded
 
 log = logging.getLogger("reflexa")
 
@@ -94,12 +95,25 @@ def _reflexa_error(request: Request, exc: ReflexaError) -> Response:
 
 
 def _database_unavailable(request: Request, exc: Exception) -> Response:
-    # The database is down, restarting or (SQLite) busy past its timeout: an expected
-    # condition, retried by the client; nothing was committed for this request.
-    log.warning("database unavailable on %s %s: %s", request.method, request.url.path, type(exc).__name__)
-    error = Unavailable(
-        "the database is unavailable; nothing was written; retry shortly", field="database", rule="database_unavailable"
-    )
+    # The database is down or restarting, or up but saturated (store.database.overloaded):
+    # expected conditions, retried by the client; nothing was committed for this request.
+    if overloaded(exc):
+        log.warning("database overloaded on %s %s: %s", request.method, request.url.path, type(exc).__name__)
+        error = Unavailable(
+            "the database is up but busy (a connection or lock wait timed out); nothing was written; retry shortly",
+            field="database",
+            rule="database_overloaded",
+        )
+    else:
+        log.warning("database unavailable on %s %s: %s", request.method, request.url.path, type(exc).__name__)
+        error = Unavailable(
+            "the database is unavailable; nothing was written; retry shortly",
+            field="database",
+            rule="database_unavailable",
+        )
+    metrics = getattr(request.app.state, "metrics", None)
+    if metrics is not None:
+        metrics.database_refused.labels(rule=error.rule).inc()
     if is_ui(request.url.path):
         response = ui_reflexa_error(request, error)
     else:
@@ -204,6 +218,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_exception_handler(StarletteHTTPException, _http_error)  # type: ignore[arg-type]
     app.add_exception_handler(OperationalError, _database_unavailable)
     app.add_exception_handler(InterfaceError, _database_unavailable)
+    app.add_exception_handler(PoolTimeout, _database_unavailable)
     routers = (
         health_router,
         keys_router,

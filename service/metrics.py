@@ -102,6 +102,13 @@ class Metrics:
             ["rule"],
             registry=self.registry,
         )
+        self.database_refused = Counter(
+            "reflexa_database_refused",
+            "Requests answered 503 for the database: rule database_overloaded (up but saturated) "
+            "or database_unavailable (down)",
+            ["rule"],
+            registry=self.registry,
+        )
         self._watched: list[Collector] = []
 
     def watch(self, db: Database, embedder: object, index_registry: object) -> None:

@@ -23,6 +23,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.orm import Session, sessionmaker
 
 _SQLITE_BEGIN_OPTION = "reflexa_sqlite_begin"
@@ -148,3 +149,28 @@ class Database:
 
     def dispose(self) -> None:
         self.engine.dispose()
+
+
+# SQLSTATEs of a database that is up but cannot take the work now (PostgreSQL
+# appendix A): class 53 (insufficient resources: too many connections, out of
+# memory or disk), query_canceled (a statement timeout), lock_not_available.
+_OVERLOAD_STATES = ("53", "57014", "55P03")
+# SQLite: the writer lock was held past busy_timeout.
+_SQLITE_BUSY = ("database is locked", "database table is locked", "database is busy")
+
+
+def overloaded(exc: BaseException) -> bool:
+    """Whether a database error means "up but saturated" (a pool checkout or connect
+    timed out, a lock or statement timeout, too many connections) rather than "down"
+    (refused, closed, shutting down). Both are answered 503 with Retry-After; telling
+    them apart keeps an operator from chasing an outage that is a load spike."""
+    if isinstance(exc, PoolTimeout):  # every pooled connection stayed busy past pool_timeout
+        return True
+    orig = getattr(exc, "orig", None) or exc
+    state = getattr(orig, "sqlstate", None)
+    if state and state.startswith(_OVERLOAD_STATES):
+        return True
+    if type(orig).__name__ == "ConnectionTimeout":  # psycopg: the server did not answer in time
+        return True
+    message = str(orig).lower()
+    return any(m in message for m in _SQLITE_BUSY) or "connection timeout expired" in message

@@ -81,6 +81,7 @@ def test_a_postgres_restart_is_survived_with_503s_and_nothing_lost(
     acked: dict[str, int] = {}
     statuses: Counter[int] = Counter()
     retry_after: set[str] = set()
+    rules: Counter[str] = Counter()  # the 503s' rules: a stopped server is an outage, not an overload
     stop = threading.Event()
     lock = threading.Lock()
 
@@ -105,6 +106,7 @@ def test_a_postgres_restart_is_survived_with_503s_and_nothing_lost(
                         statuses[r.status_code] += 1
                         if r.status_code == 503:
                             retry_after.add(r.headers.get("retry-after", ""))
+                            rules[r.json()["error"]["rule"]] += 1
                     if r.status_code in (200, 201):
                         with lock:
                             acked[body["id"]] = 1
@@ -129,6 +131,7 @@ def test_a_postgres_restart_is_survived_with_503s_and_nothing_lost(
             t.join(30)
         assert before > 0 and len(acked) > before  # writes went on after the restart
         assert statuses[500] == 0 and during.get(503, 0) > 0 and retry_after == {"1"}, (dict(statuses), retry_after)
+        assert set(rules) == {"database_unavailable"}, rules
         deadline = time.monotonic() + 60
         engine = create_engine(url)
         while time.monotonic() < deadline:

@@ -54,9 +54,10 @@ from store.models import (
 )
 from tests.conftest import ADMIN_KEY, REPO, LiveServer, free_port, start_server
 
-pytestmark = pytest.mark.slow
-
 SOAK_SECONDS = float(os.environ.get("SOAK_SECONDS", "25"))
+# The traffic, then up to ~4 min to settle and check: a long soak (SOAK_SECONDS=3600)
+# runs under its own limit, not the suite's 300 s.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(int(SOAK_SECONDS) + 300)]
 NS = "soak"
 HEADERS = {"Authorization": f"Bearer {ADMIN_KEY}"}
 ENV = {
@@ -95,8 +96,17 @@ class Cluster:
         self.workers: list[subprocess.Popen[bytes] | None] = [None] * workers
         self.env = {**ENV, "REFLEXA_WORKER__IN_PROCESS": "false" if workers else "true"}
         self.generation = 0
+        # Set when the test ends, passed or failed (a timeout too): the traffic and
+        # fault threads stop, and nothing restarts against a database being dropped.
+        self.stopped = threading.Event()
+        self.threads: list[threading.Thread] = []
+
+    def running(self, until: float) -> bool:
+        return time.monotonic() < until and not self.stopped.is_set()
 
     def start_api(self, i: int) -> None:
+        if self.stopped.is_set():
+            return
         self.generation += 1
         self.apis[i] = start_server(
             self.url,
@@ -107,6 +117,8 @@ class Cluster:
         )
 
     def start_worker(self, i: int) -> None:
+        if self.stopped.is_set():
+            return
         self.generation += 1
         log = open(self.root / f"worker{i}-{self.generation}.log", "wb")  # noqa: SIM115 - the child's
         env = {**os.environ, **self.env, "REFLEXA_DATABASE_URL": self.url, "REFLEXA_DATA_DIR": str(self.root / f"w{i}")}
@@ -124,6 +136,9 @@ class Cluster:
         return f"http://127.0.0.1:{random.choice(self.ports)}"
 
     def stop(self) -> None:
+        self.stopped.set()
+        for t in self.threads:
+            t.join(30)
         for api in self.apis:
             if api is not None:
                 api.stop()
@@ -157,6 +172,8 @@ def _send(c: Cluster, tally: Tally, method: str, path: str, kind: str, **kw: Any
     """One request to a random API process, retried (the same body: idempotent) until
     it is answered; None if it never was within the soak."""
     for _ in range(100):  # up to ~20 s: longer than a restart
+        if c.stopped.is_set():
+            return None
         try:
             r = httpx.request(method, c.base() + path, headers=HEADERS, timeout=10, **kw)
         except httpx.TransportError:
@@ -176,7 +193,7 @@ def _send(c: Cluster, tally: Tally, method: str, path: str, kind: str, **kw: Any
 def agent(c: Cluster, tally: Tally, name: str, until: float) -> None:
     rng = random.Random(name)
     n = 0
-    while time.monotonic() < until:
+    while c.running(until):
         n += 1
         tid = f"{name}-{n}"
         steps = [
@@ -228,7 +245,7 @@ def agent(c: Cluster, tally: Tally, name: str, until: float) -> None:
 
 
 def trainer(c: Cluster, tally: Tally, until: float) -> None:
-    while time.monotonic() < until:
+    while c.running(until):
         with tally.lock:
             ids = list(tally.trajectories)[-4:]
         if ids:
@@ -246,7 +263,7 @@ def trainer(c: Cluster, tally: Tally, until: float) -> None:
 
 def operator(c: Cluster, tally: Tally, until: float) -> None:
     rng = random.Random("operator")
-    while time.monotonic() < until:
+    while c.running(until):
         r = _send(c, tally, "GET", f"/v1/namespaces/{NS}/reflections", "browse", params={"kind": "exemplar"})
         if r is not None and r.status_code == 200 and r.json()["items"]:
             item = rng.choice(r.json()["items"])
@@ -264,7 +281,7 @@ def operator(c: Cluster, tally: Tally, until: float) -> None:
 
 def faults(c: Cluster, tally: Tally, until: float) -> None:
     rng = random.Random("faults")
-    while time.monotonic() < until - 2:
+    while c.running(until - 2):
         time.sleep(rng.uniform(2.0, 4.0))
         kind = rng.choice(["api", "worker"]) if c.workers else "api"
         i = rng.randrange(len(c.apis) if kind == "api" else len(c.workers))
@@ -290,6 +307,7 @@ def test_kill_9_under_mixed_traffic_loses_nothing_and_does_nothing_twice(cluster
     until = time.monotonic() + SOAK_SECONDS
     threads = [threading.Thread(target=agent, args=(cluster, tally, f"agent{i}", until)) for i in range(3)]
     threads += [threading.Thread(target=f, args=(cluster, tally, until)) for f in (trainer, operator, faults)]
+    cluster.threads = threads
     for t in threads:
         t.start()
     for t in threads:

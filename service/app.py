@@ -11,6 +11,7 @@ from typing import Any
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
+from sqlalchemy.engine import make_url
 from sqlalchemy.exc import InterfaceError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -155,6 +156,13 @@ def _allowed_methods(routes: list[Any], path: str) -> set[str]:
     return out
 
 
+def _shared_key_limits(settings: Settings) -> bool:
+    scope = settings.limits.key_limits_scope
+    if scope == "auto":
+        return make_url(settings.resolved_database_url).get_backend_name() == "postgresql"
+    return scope == "shared"
+
+
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or get_settings()
 
@@ -210,6 +218,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         burst=limits.request_burst_per_key,
         max_concurrent=limits.max_concurrent_requests_per_key,
         refused=metrics.rate_limited,
+        shared=(lambda: app.state.services.db) if _shared_key_limits(settings) else None,
     )
     app.add_middleware(MetricsMiddleware, metrics=metrics)
     app.add_middleware(RequestIdMiddleware)

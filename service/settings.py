@@ -106,11 +106,16 @@ class Limits(BaseModel):
     max_advantage_group_size: int = Field(1_024, description="most trajectories in one group of …/advantages")
     max_page_size: int = Field(500, description="largest `limit` of a list request")
     requests_per_second_per_key: float = Field(
-        1000.0, ge=0, description="sustained requests per second one key may send to one process (0: no limit)"
+        1000.0, ge=0, description="sustained requests per second one key may send (0: no limit); see key_limits_scope"
     )
     request_burst_per_key: int = Field(2000, ge=1, description="requests one key may send at once above that rate")
     max_concurrent_requests_per_key: int = Field(
         64, ge=0, description="requests one key may have in flight in one process (0: no limit)"
+    )
+    key_limits_scope: Literal["auto", "process", "shared"] = Field(
+        "auto",
+        description="where a key's request-rate bucket lives: 'shared' in the database, drawn on by every API "
+        "process (N replicas admit the rate in total), 'process' in each process; 'auto': shared on PostgreSQL",
     )
     body_timeout_seconds: float = Field(
         60.0, gt=0, description="the longest a client may take to send a request body (408 after)"

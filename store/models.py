@@ -112,6 +112,18 @@ class ApiKey(Base):
     expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime)  # a rotated key's grace period ends
 
 
+class KeyBucket(Base):
+    """A caller's request-rate token bucket shared by every API process (the per-key
+    limit, service/limits/per_key.py). `identity` is the SHA-256 of the credential,
+    never the secret; `updated` is wall-clock seconds (the processes' clocks)."""
+
+    __tablename__ = "key_buckets"
+
+    identity: Mapped[str] = mapped_column(String(64), primary_key=True)
+    tokens: Mapped[float] = mapped_column(Float)
+    updated: Mapped[float] = mapped_column(Float, index=True)
+
+
 class Trajectory(Base):
     __tablename__ = "trajectories"
     __table_args__ = (

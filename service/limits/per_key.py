@@ -4,26 +4,43 @@ answered with 429 and Retry-After, counted in /metrics.
 A caller is known by a SHA-256 of its credential (the bearer key, or the UI session
 cookie); the secret itself is never kept. Invalid keys are limited like valid ones,
 so guessing keys is slowed too. Requests without a credential (health, metrics,
-reward capability URLs) are not limited here. The limits hold per process: with N
-API processes a key may reach N times them (docs/reliability.md). Pure ASGI: the
-cost on the hot path is one hash and a dictionary lookup."""
+reward capability URLs) are not limited here. Pure ASGI.
+
+The rate's bucket is per process, or (`limits.key_limits_scope`, shared by default on
+PostgreSQL) one bucket per key in the database that every process draws on: a
+process takes a lease of LEASE_SECONDS worth of tokens in one short write and spends
+it locally, so N replicas admit the configured rate in total and the hot path stays
+a dictionary lookup between leases. Concurrent requests are limited per process."""
 
 from __future__ import annotations
 
 import hashlib
+import logging
 import math
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import orjson
 from prometheus_client import Counter
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.orm import Session
+from starlette.concurrency import run_in_threadpool
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from domain.errors import TooManyRequests
+from store import key_buckets
+from store.database import Database
+
+log = logging.getLogger(__name__)
 
 MAX_TRACKED = 100_000  # callers remembered; the least recently seen is forgotten first
 SESSION_COOKIE = b"reflexa_session="
+LEASE_SECONDS = 0.05  # a shared lease is this long's worth of the rate: one write per 50 requests at 1,000/s
+LEASE_TTL = 1.0  # an unspent lease older than this is dropped (never spent late: a lease may undercount, not over)
+IDLE_BUCKET_SECONDS = 3600.0  # shared buckets untouched this long are deleted (they would be full again)
+CLEAN_EVERY = 1000  # leases between two cleanups, per process
 
 
 @dataclass
@@ -46,19 +63,31 @@ def _identity(scope: Scope) -> bytes | None:
 
 class KeyLimitMiddleware:
     def __init__(
-        self, app: ASGIApp, *, rate: float, burst: int, max_concurrent: int, refused: Counter | None = None
+        self,
+        app: ASGIApp,
+        *,
+        rate: float,
+        burst: int,
+        max_concurrent: int,
+        refused: Counter | None = None,
+        shared: Callable[[], Database] | None = None,
     ) -> None:
+        """`shared`: the database holding the shared buckets (None: buckets per process)."""
         self.app = app
         self.rate = rate
         self.burst = float(max(burst, 1))
         self.max_concurrent = max_concurrent
         self.refused = refused
+        self.shared = shared
+        self.lease = max(1, min(int(self.burst), math.ceil(rate * LEASE_SECONDS)))
+        self.leases = 0
         self.callers: OrderedDict[bytes, _Caller] = OrderedDict()
 
     def _caller(self, identity: bytes, now: float) -> _Caller:
         caller = self.callers.get(identity)
         if caller is None:
-            caller = self.callers[identity] = _Caller(self.burst, now)
+            # (shared: the tokens are a lease, none until one is taken)
+            caller = self.callers[identity] = _Caller(0.0 if self.shared else self.burst, now)
             while len(self.callers) > MAX_TRACKED:
                 oldest, value = next(iter(self.callers.items()))
                 if value.in_flight:  # never forget a caller mid-request
@@ -69,7 +98,7 @@ class KeyLimitMiddleware:
             self.callers.move_to_end(identity)
         return caller
 
-    def _check(self, caller: _Caller, now: float) -> TooManyRequests | None:
+    def _too_many_in_flight(self, caller: _Caller) -> TooManyRequests | None:
         if self.max_concurrent and caller.in_flight >= self.max_concurrent:
             return TooManyRequests(
                 f"this key has {caller.in_flight} requests in flight; at most {self.max_concurrent} at once",
@@ -77,18 +106,55 @@ class KeyLimitMiddleware:
                 field="authorization",
                 rule="max_concurrent_requests_per_key",
             )
-        if self.rate > 0:
-            caller.tokens = min(self.burst, caller.tokens + (now - caller.updated) * self.rate)
-            caller.updated = now
-            if caller.tokens < 1.0:
-                return TooManyRequests(
-                    f"this key is over {self.rate:g} requests per second (bursts of {self.burst:g})",
-                    retry_after=max(1, math.ceil((1.0 - caller.tokens) / self.rate)),
-                    field="authorization",
-                    rule="requests_per_second_per_key",
-                )
-            caller.tokens -= 1.0
         return None
+
+    def _over_rate(self, tokens_left: float) -> TooManyRequests:
+        return TooManyRequests(
+            f"this key is over {self.rate:g} requests per second (bursts of {self.burst:g})",
+            retry_after=max(1, math.ceil((1.0 - tokens_left) / self.rate)),
+            field="authorization",
+            rule="requests_per_second_per_key",
+        )
+
+    def _local_rate(self, caller: _Caller, now: float) -> TooManyRequests | None:
+        caller.tokens = min(self.burst, caller.tokens + (now - caller.updated) * self.rate)
+        caller.updated = now
+        if caller.tokens < 1.0:
+            return self._over_rate(caller.tokens)
+        caller.tokens -= 1.0
+        return None
+
+    async def _shared_rate(self, identity: bytes, caller: _Caller, now: float) -> TooManyRequests | None:
+        """Spend one token of the caller's lease, taking a new lease when it is spent
+        or stale. `caller.tokens` is the lease here, `caller.updated` when it was taken."""
+        if caller.tokens >= 1.0 and now - caller.updated <= LEASE_TTL:
+            caller.tokens -= 1.0
+            return None
+        assert self.shared is not None
+        try:
+            taken, left = await run_in_threadpool(self._claim, self.shared(), identity.hex())
+        except SQLAlchemyError as exc:
+            # The database cannot be asked: fall back to this process's own bucket
+            # rather than refuse a key for an outage (the route answers it anyway).
+            log.warning("shared key limit unavailable (%s); this process's bucket applies", type(exc).__name__)
+            return None
+        caller.tokens, caller.updated = float(taken), now
+        if taken < 1:
+            return self._over_rate(left)
+        caller.tokens -= 1.0
+        return None
+
+    def _claim(self, db: Database, identity: str) -> tuple[int, float]:
+        now = time.time()  # wall clock: the processes share it, not their monotonic clocks
+        self.leases += 1
+        clean = self.leases % CLEAN_EVERY == 0
+
+        def work(session: Session) -> tuple[int, float]:
+            if clean:
+                key_buckets.delete_idle(session, now - IDLE_BUCKET_SECONDS)
+            return key_buckets.claim(session, identity, self.lease, rate=self.rate, burst=self.burst, now=now)
+
+        return db.run_write(work)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or (self.rate <= 0 and self.max_concurrent <= 0):
@@ -100,7 +166,12 @@ class KeyLimitMiddleware:
             return
         now = time.monotonic()
         caller = self._caller(identity, now)
-        error = self._check(caller, now)
+        error = self._too_many_in_flight(caller)
+        if error is None and self.rate > 0:
+            if self.shared is None:
+                error = self._local_rate(caller, now)
+            else:
+                error = await self._shared_rate(identity, caller, now)
         if error is not None:
             if self.refused is not None:
                 self.refused.labels(error.rule or "").inc()

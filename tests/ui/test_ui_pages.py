@@ -344,6 +344,14 @@ PREVIEWS = [  # (form, the same request as POST …/retrieve takes it)
             "render": {"format": "markdown", "max_chars": 4000},
         },
     ),
+    (  # a textarea's line breaks come as CRLF: the agent's are LF
+        {"state": f"{STATES[2]}\r\nA note.\r\n", "kinds": ["exemplar", "evidence_card"], "max_chars": "2000"},
+        {
+            "state": {"observation": f"{STATES[2]}\nA note.\n"},
+            "kinds": ["exemplar", "evidence_card"],
+            "render": {"format": "markdown", "max_chars": 2000},
+        },
+    ),
     (
         {"state": STATES[2], "environment": "grid", "k": "3", "format": "text", "max_chars": "400"},
         {
@@ -377,7 +385,7 @@ def test_preview_serves_exactly_what_retrieve_renders_and_logs_nothing(world: Ui
         for item in api["items"]:
             assert f"{item['score']:.3f}" in served and f"{item['similarity']:.3f}" in served
         assert served.count("✓ exact") == sum(i["exact_match"] for i in api["items"])
-    assert "✓ exact" in pages[2]  # a stored (active) state is an exact match, as an agent gets it
+    assert "✓ exact" in pages[3]  # a stored (active) state is an exact match, as an agent gets it
 
     # The pre-action check: the numbers POST …/check gives for the same state and action.
     api = world.api.post(

@@ -33,7 +33,10 @@ FORM_FIELDS = {"state.observation": "state", "render.max_chars": "max_chars", "r
 def preview_url(ns: str, query: dict[str, Any]) -> str | None:
     """This page for a logged retrieval's query (its state asked again, now); None
     when the state is longer than the form takes."""
-    state = (query.get("state") or {}).get("observation") or ""
+    asked = query.get("state") or {}
+    if asked.get("data") is not None:  # a structured state: the form takes text only
+        return None
+    state = asked.get("observation") or ""
     if not state.strip() or len(state) > MAX_TEXT:
         return None
     render_options = query.get("render") or {}
@@ -56,8 +59,17 @@ def _action(text: str) -> str | dict[str, Any]:
     return text
 
 
+def _typed(f: Fields, name: str) -> str | None:
+    """A text as typed, not trimmed: the state's exact text decides exact matches. Only
+    line breaks are undone: browsers send a textarea's as CRLF, agents send LF."""
+    if f.text(name, max_length=MAX_TEXT) is None:  # (the empty, NUL and length checks)
+        return None
+    return f.values[name].replace("\r\n", "\n")
+
+
 def _requests(f: Fields, kinds: list[str]) -> tuple[RetrieveRequest, CheckRequest | None]:
-    texts = {name: f.text(name, max_length=MAX_TEXT) for name in TEXTS}
+    texts = {name: f.text(name, max_length=MAX_TEXT) for name in ("task", "environment", "action")}
+    texts.update(state=_typed(f, "state"), internal_state=_typed(f, "internal_state"))
     if texts["state"] is None:
         raise InvalidInput("state: enter the state the agent observes", field="state", rule="required")
     for kind in kinds:

@@ -115,6 +115,8 @@ def preview(request: Request, ns: Ns, session: UiSessionDep, services: ServicesD
         "formats": FORMATS,
         "default_k": DEFAULT_K,
         "default_max_chars": DEFAULT_MAX_CHARS,
+        "check_k": CheckRequest.model_fields["k"].default,
+        "check_min_similarity": CheckRequest.model_fields["min_similarity"].default,
         "result": None,
         "error": None,
     }

@@ -22,6 +22,7 @@ from service.namespaces.service import NamespaceService
 from service.operator.bulk import BulkService
 from service.operator.inspect import InspectService
 from service.operator.overview import OverviewService
+from service.operator.preview import PreviewService
 from service.operator.review import ReviewRuleFactory, ReviewService
 from service.reflections.service import ReflectionService
 from service.retrieval.service import RetrievalService
@@ -102,6 +103,7 @@ class Services:
     review: ReviewService
     bulk: BulkService
     inspect: InspectService
+    preview: PreviewService
     ui_sessions: UiSessionService
 
     @classmethod
@@ -129,6 +131,7 @@ class Services:
         trajectories = TrajectoryService(db, namespaces, checker, on_enqueue=worker.wake)
         review_rule = ReviewRuleFactory(settings.ui.review_min_uses, settings.ui.review_renew_after)
         keys = KeyService(db)
+        check = CheckService(db, retrieval, checker)
         return cls(
             settings=settings,
             db=db,
@@ -139,7 +142,7 @@ class Services:
             namespaces=namespaces,
             trajectories=trajectories,
             retrieval=retrieval,
-            check=CheckService(db, retrieval, checker),
+            check=check,
             reflections=reflections,
             jobs=JobService(db, namespaces),
             snapshots=snapshots,
@@ -154,5 +157,6 @@ class Services:
             review=ReviewService(db, namespaces, reflections, review_rule),
             bulk=BulkService(db, namespaces, settings.ui.max_bulk_items),
             inspect=InspectService(db, namespaces, reflections, trajectories, retrieval),
+            preview=PreviewService(db, namespaces, retrieval, check),
             ui_sessions=UiSessionService(db, keys, settings.ui.session_hours),
         )

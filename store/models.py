@@ -431,6 +431,10 @@ class Retrieval(Base):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     # Server time to answer (ms, the consistency wait left out; a batch's whole time).
     latency_ms: Mapped[float | None] = mapped_column(Float)
+    # The rendered context block as served (null: no render asked). Kept, not
+    # re-rendered: edits and merges change the items' content after serving.
+    # Deferred: the log's lists never show it, and it is up to render.max_chars long.
+    context: Mapped[str | None] = mapped_column(Text, deferred=True)
 
     items: Mapped[list[RetrievalItem]] = relationship(lazy="raise", passive_deletes=True)
 
@@ -445,6 +449,9 @@ class RetrievalItem(Base):
     rank: Mapped[int] = mapped_column(Integer)
     score: Mapped[float] = mapped_column(Float)
     similarity: Mapped[float] = mapped_column(Float)
+    # Whether the retrieval's outcome credited this item (null: no outcome yet, or
+    # reported before migration 0013). Recorded: the rule depends on settings then.
+    credited: Mapped[bool | None] = mapped_column(Boolean)
 
 
 class RetrievalHoldout(Base):

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 import orjson
-from sqlalchemy import Select, Text, and_, bindparam, case, cast, exists, func, insert, select, update
+from sqlalchemy import Select, Text, and_, bindparam, case, cast, exists, func, insert, select, true, update
 from sqlalchemy.orm import Session
 
 from store.models import (
@@ -300,9 +300,11 @@ def create_retrieval(
     items: Sequence[tuple[int, int, float, float]],
     latency_ms: float | None = None,
     holdouts: Sequence[tuple[int, bool, str]] = (),
+    context: str | None = None,
 ) -> None:
-    """Log a retrieval and what it served: items are (reflection pk, rank, score, similarity),
-    holdouts the items put to the holdout draw (reflection pk, withheld, unit).
+    """Log a retrieval, what it served and the context block it rendered (if any):
+    items are (reflection pk, rank, score, similarity), holdouts the items put to the
+    holdout draw (reflection pk, withheld, unit).
     Core inserts built once, on the session's connection: the ORM unit of work cost a
     fifth of a retrieve's CPU here, building the statements and going through the
     session most of what was left."""
@@ -316,6 +318,7 @@ def create_retrieval(
             "trajectory_id": trajectory_id,
             "created_at": utcnow(),
             "latency_ms": latency_ms,
+            "context": context,
         },
     )
     if items:
@@ -430,12 +433,22 @@ def create_outcome(
             created_at=utcnow(),
         )
     )
+    mine = RetrievalItem.retrieval_id == retrieval_id
     if not credit:
         session.flush()
+        session.execute(update(RetrievalItem).where(mine).values(credited=False))
         return 0
-    served = select(RetrievalItem.reflection_pk).where(RetrievalItem.retrieval_id == retrieval_id)
+    served = select(RetrievalItem.reflection_pk).where(mine)
+    chosen: Any = true()  # which served items the outcome credits
     if max_rank is not None:
         served = served.where(RetrievalItem.rank < max_rank)
+        chosen = RetrievalItem.rank < max_rank
+    if item_ids is not None:
+        named = select(Reflection.pk).where(Reflection.namespace == namespace, Reflection.id.in_(list(item_ids)))
+        chosen = and_(chosen, RetrievalItem.reflection_pk.in_(named))
+    # Recorded per item, beside the counters: which items an outcome credits depends
+    # on item_ids, credit.unnamed_top_k and the freeze at this moment (docs/ui.md).
+    session.execute(update(RetrievalItem).where(mine).values(credited=case((chosen, True), else_=False)))
     values: dict[str, Any] = {"uses": Reflection.uses + 1}
     if success is True:
         values["successes"] = Reflection.successes + 1

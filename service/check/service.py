@@ -127,7 +127,9 @@ class CheckService:
         self.retrieval = retrieval
         self.checker = checker
 
-    def check(self, principal: Principal, ns: str, req: CheckRequest) -> CheckResponse:
+    def check(self, principal: Principal, ns: str, req: CheckRequest, *, log: bool = True) -> CheckResponse:
+        """`log=False` (the operator UI's preview): the same answer, but the exemplars'
+        retrieval is not logged, so nothing can be credited and no retrieval_id comes back."""
         principal.require(Permission.RETRIEVE, ns)
         if isinstance(req.action, dict):
             self.checker.json(req.action, "action")  # bounded as a step's action is
@@ -143,7 +145,7 @@ class CheckService:
             consistency_token=req.consistency_token,
             wait_timeout_ms=req.wait_timeout_ms,
         )
-        [found] = self.retrieval.retrieve_many(principal, ns, [query], field="")
+        [found] = self.retrieval.retrieve_many(principal, ns, [query], field="", log=log)
         # Like this by the environment state: the agent's plan ranks, it does not exclude.
         like = [i for i in found.items if i.exact_match or i.state_similarity >= req.min_similarity]
 

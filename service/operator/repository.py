@@ -208,6 +208,7 @@ class ServedItem:
     reflection_id: str
     kind: str
     text: str
+    credited: bool | None = None  # by the outcome; None: no outcome, or not recorded (before 0013)
 
 
 @dataclass
@@ -217,9 +218,11 @@ class LoggedRetrieval:
     trajectory_id: str | None
     created_at: datetime
     latency_ms: float | None
+    context: str | None = None  # the rendered block as served (None: no render asked)
     success: bool | None = None
     reward: float | None = None
     has_outcome: bool = False
+    named_items: list[str] | None = None  # the outcome's item_ids (None: it named none)
     items: list[ServedItem] = field(default_factory=list)
 
 
@@ -230,19 +233,21 @@ def _attach(session: Session, rows: Sequence[Retrieval]) -> list[LoggedRetrieval
     ids = list(out)
     i = RetrievalItem
     served = (
-        select(i.retrieval_id, i.rank, i.score, i.similarity, Reflection.id, Reflection.kind, Reflection.text)
+        select(
+            i.retrieval_id, i.rank, i.score, i.similarity, Reflection.id, Reflection.kind, Reflection.text, i.credited
+        )
         .join(Reflection, Reflection.pk == i.reflection_pk)
         .where(i.retrieval_id.in_(ids))
         .order_by(i.retrieval_id, i.rank)
     )
-    for rid, rank, score, sim, ref_id, kind, text in session.execute(served):
-        out[rid].items.append(ServedItem(rank, score, sim, ref_id, kind, text))
+    for rid, rank, score, sim, ref_id, kind, text, credited in session.execute(served):
+        out[rid].items.append(ServedItem(rank, score, sim, ref_id, kind, text, credited))
     o = RetrievalOutcome
-    for rid, success, reward in session.execute(
-        select(o.retrieval_id, o.success, o.reward).where(o.retrieval_id.in_(ids))
+    for rid, success, reward, named in session.execute(
+        select(o.retrieval_id, o.success, o.reward, o.item_ids).where(o.retrieval_id.in_(ids))
     ):
         entry = out[rid]
-        entry.has_outcome, entry.success, entry.reward = True, success, reward
+        entry.has_outcome, entry.success, entry.reward, entry.named_items = True, success, reward, named
     return [out[r.id] for r in rows]
 
 
@@ -267,10 +272,14 @@ def list_logged_retrievals(
 
 
 def read_logged_retrieval(session: Session, namespace: str, id: str) -> LoggedRetrieval | None:
+    """One retrieval with its items, outcome and rendered context (the lists leave
+    the context out: it can be as long as the request's render budget)."""
     row = session.get(Retrieval, id)
     if row is None or row.namespace != namespace:
         return None
-    return _attach(session, [row])[0]
+    entry = _attach(session, [row])[0]
+    entry.context = row.context
+    return entry
 
 
 def list_episode_retrievals(session: Session, namespace: str, trajectory_id: str, limit: int) -> list[LoggedRetrieval]:

@@ -197,22 +197,28 @@ class RetrievalService:
                 pks = sorted({c.row.pk for picked in chosen for c in picked})
                 evidence = evidence_repo.list_evidence_summaries(session, pks, EVIDENCE_PER_ITEM, snapshot_pk)
         items = [[self._item(c, evidence.get(c.row.pk, [])) for c in picked] for picked in chosen]
+        contexts = [render(its, req.render) if req.render else None for req, its in zip(reqs, items, strict=True)]
 
         # The server's time to answer, the consistency wait left out (the UI's latency).
         elapsed_ms = (time.perf_counter() - started) * 1000.0 - sum(waited)
 
         def write_log(session: Session) -> None:
-            for rid, req, (picked, drawn) in zip(ids, reqs, served, strict=True):
+            for rid, req, (picked, drawn), context in zip(ids, reqs, served, contexts, strict=True):
                 assert rid is not None
+                query = req.model_dump(mode="json", exclude={"consistency_token", "wait_timeout_ms", "render"})
+                if req.render is not None:
+                    query["render"] = req.render.model_dump(mode="json")
                 repo.create_retrieval(
                     session,
                     id=rid,
                     namespace=ns,
-                    query=req.model_dump(mode="json", exclude={"consistency_token", "wait_timeout_ms", "render"}),
+                    query=query,
                     trajectory_id=req.trajectory_id,
                     items=[(c.row.pk, rank, c.score, c.similarity) for rank, c in enumerate(picked)],
                     latency_ms=round(elapsed_ms, 3),
                     holdouts=drawn,
+                    # the block itself: the items' content may change after serving (edits, merges)
+                    context=context,
                 )
 
         if logged:
@@ -221,11 +227,11 @@ class RetrievalService:
             RetrieveResponse(
                 retrieval_id=rid,
                 items=its,
-                context=render(its, req.render) if req.render else None,
+                context=context,
                 gamma=view.settings.gamma,
                 waited_ms=w,
             )
-            for rid, req, its, w in zip(ids, reqs, items, waited, strict=True)
+            for rid, its, context, w in zip(ids, items, contexts, waited, strict=True)
         ]
 
     def _view(self, ns: str, reqs: list[RetrieveRequest], where: Callable[[int, str], str]) -> _View:

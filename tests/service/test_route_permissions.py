@@ -193,6 +193,7 @@ UI_RULES: dict[tuple[str, str], str] = {
     ("POST", "/ui/ns/{ns}/jobs/{id}/retry"): SESSION,
     ("GET", "/ui/ns/{ns}/retrievals"): SESSION,
     ("GET", "/ui/ns/{ns}/retrievals/{id}"): SESSION,
+    ("GET", "/ui/ns/{ns}/preview"): SESSION,
     ("GET", "/ui/admin/keys"): ADMIN,
     ("POST", "/ui/admin/keys"): ADMIN,
     ("POST", "/ui/admin/keys/{id}/revoke"): ADMIN,

@@ -129,6 +129,13 @@ def utility(db: Database, id: str) -> tuple[int, int, int, float]:
         return row.uses, row.successes, row.failures, row.reward_sum
 
 
+def credit_flags(db: Database, rid: str) -> dict[int, bool | None]:
+    """Served pk -> whether the retrieval's outcome credited it (what the UI shows)."""
+    with db.read() as s:
+        stmt = select(RetrievalItem.reflection_pk, RetrievalItem.credited).where(RetrievalItem.retrieval_id == rid)
+        return {pk: flag for pk, flag in s.execute(stmt)}
+
+
 def outcome_counters(db: Database) -> tuple[int, int]:
     with db.read() as s:
         inputs = namespaces_repo.read_ranking_inputs(s, "mem")
@@ -176,6 +183,7 @@ def test_outcomes_credit_the_served_items_and_count_in_the_namespace(db: Databas
     assert utility(db, "tea") == utility(db, "coffee") == (1, 1, 0, 0.5)
     assert utility(db, "both") == (0, 0, 0, 0.0)  # not served
     assert outcome_counters(db) == (1, 1)
+    assert credit_flags(db, "r_all") == {pks["tea"]: True, pks["coffee"]: True}
     with db.read() as s:
         out = retrievals_repo.read_outcome(s, "r_all")
         assert out is not None
@@ -205,6 +213,7 @@ def test_outcomes_credit_the_served_items_and_count_in_the_namespace(db: Databas
     assert utility(db, "tea") == (1, 1, 0, 0.5)
     assert utility(db, "both") == (0, 0, 0, 0.0)
     assert outcome_counters(db) == (1, 2)
+    assert credit_flags(db, "r_some") == {pks["tea"]: False, pks["coffee"]: True}
     with db.read() as s:
         assert retrievals_repo.read_outcome(s, "r_some").item_ids == ["coffee", "both"]  # type: ignore[union-attr]
 
@@ -218,6 +227,21 @@ def test_outcomes_credit_the_served_items_and_count_in_the_namespace(db: Databas
     assert utility(db, "both") == (1, 1, 0, 0.0)
     assert utility(db, "coffee") == (3, 2, 1, 0.5)
     assert utility(db, "tea") == (1, 1, 0, 0.5)  # served third: not credited
+    assert outcome_counters(db) == (2, 3)
+    assert credit_flags(db, "r_top") == {pks["both"]: True, pks["coffee"]: True, pks["tea"]: False}
+
+    # A frozen namespace records the outcome and credits nothing; so do the flags.
+    served(db, "r_frozen", [pks["tea"]])
+    assert credit_flags(db, "r_frozen") == {pks["tea"]: None}  # no outcome yet
+    with db.write() as s:
+        assert (
+            retrievals_repo.create_outcome(
+                s, "mem", "r_frozen", success=True, reward=None, trajectory_id=None, details=None, credit=False
+            )
+            == 0
+        )
+    assert credit_flags(db, "r_frozen") == {pks["tea"]: False}
+    assert utility(db, "tea") == (1, 1, 0, 0.5)
     assert outcome_counters(db) == (2, 3)
 
     # No success value: used and rewarded, but neither a success nor a failure, and not in the baseline.

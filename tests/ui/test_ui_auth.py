@@ -73,6 +73,8 @@ def test_an_operator_of_one_namespace_sees_nothing_of_another(world: UiWorld) ->
     with world.db.read() as s:
         other_reflection = s.scalar(select(Reflection.id).where(Reflection.namespace == "other").limit(1))
     other_traj = world.other.trajectories[0]
+    r = world.api.post("/v1/namespaces/other/retrieve", json={"state": {"observation": "zebra"}, "render": {}})
+    other_retrieval = r.json()["retrieval_id"]
     typed_by_hand = [
         "/ui/ns/other",
         "/ui/ns/other/trajectories",
@@ -84,10 +86,16 @@ def test_an_operator_of_one_namespace_sees_nothing_of_another(world: UiWorld) ->
         "/ui/ns/other/review",
         "/ui/ns/other/jobs",
         "/ui/ns/other/retrievals",
+        f"/ui/ns/other/retrievals/{other_retrieval}",
+        "/ui/ns/other/preview",
+        "/ui/ns/other/preview?state=zebra-secret+kitchen",
+        "/ui/ns/other/preview?state=kitchen&action=take+red+key",
+        "/ui/ns/other/preview?state=kitchen&k=0",  # bad input is not looked at before the scope
         "/ui/ns/other/settings",
         # Another namespace's ids through this namespace's pages are not found either.
         f"/ui/ns/mem/trajectories/{other_traj}",
         f"/ui/ns/mem/reflections/{other_reflection}",
+        f"/ui/ns/mem/retrievals/{other_retrieval}",
     ]
     for url in typed_by_hand:
         r = web.get(url)

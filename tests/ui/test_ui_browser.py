@@ -1,10 +1,12 @@
 """The operator UI end to end in a real browser: Debian's chromium driven by
-Playwright (no browser download) against a real uvicorn server. Sign in; find a
-reflection by search; open its evidence and land on the step; edit it and see the
-new version and its diff; retire it and see it leave retrieval over the API; work
-three items through the review queue from the keyboard; retry a failed job; sign
-out. Every page is screenshotted (REFLEXA_UI_SCREENSHOTS, default
-test-artifacts/ui) at 1280 px and a phone's width."""
+Playwright (no browser download) against a real uvicorn server. Sign in; preview
+what an agent would get (the context block is the API's, nothing logged) and see
+what that retrieval served and credited; find a reflection by search; open its
+evidence and land on the step; edit it and see the new version and its diff;
+retire it and see it leave retrieval over the API; work three items through the
+review queue from the keyboard; retry a failed job; sign out. Every page is
+screenshotted (REFLEXA_UI_SCREENSHOTS, default test-artifacts/ui) at 1280 px and a
+phone's width."""
 
 from __future__ import annotations
 
@@ -17,9 +19,11 @@ from typing import Any
 
 import httpx
 import pytest
+from sqlalchemy import func, select
 
 from migrations import upgrade
 from store.database import Database
+from store.models import Reflection, Retrieval
 from tests.conftest import ADMIN_KEY, REPO, LiveServer, start_server
 from tests.ui.seed import STATES, Seeded, add_failed_job, add_retrievals, make_review_cases, seed
 
@@ -117,6 +121,47 @@ def test_an_operator_session_from_sign_in_to_sign_out(site: Any, browser: Any) -
     page.keyboard.press("Tab")
     assert page.evaluate("document.activeElement.textContent") == "Skip to content"
     assert page.evaluate("getComputedStyle(document.activeElement).outlineStyle") != "none"
+
+    # What would the agent get: the preview, from the nav. The context block is the
+    # very string POST …/retrieve with render gives; nothing is logged or credited.
+    db = Database(server.database_url)
+
+    def logged() -> tuple[int, int]:
+        with db.read() as s:
+            uses = s.scalar(select(func.sum(Reflection.uses)).where(Reflection.namespace == "mem")) or 0
+            return s.scalar(select(func.count()).select_from(Retrieval)) or 0, int(uses)
+
+    before = logged()
+    page.goto("/ui/ns/mem")
+    page.get_by_role("link", name="Preview", exact=True).click()
+    page.wait_for_url("**/ui/ns/mem/preview")
+    page.get_by_label("State (the observation").fill(STATES[1])
+    page.get_by_label("k (items").fill("5")
+    page.get_by_label("Context budget").fill("600")
+    page.get_by_label("Action to check").fill("go left")
+    page.get_by_role("button", name="Preview").click()
+    page.wait_for_url("**state=*")
+    body = {"state": {"observation": STATES[1]}, "k": 5, "render": {"format": "markdown", "max_chars": 600}}
+    assert logged() == before
+    served = api.post("/v1/namespaces/mem/retrieve", json=body).json()
+    assert served["context"] and page.locator("#context").text_content() == served["context"]
+    assert page.locator("table.served tbody tr").count() == len(served["items"])
+    assert "exact" in page.locator("table.served tbody tr").first.inner_text()
+    assert page.locator("#verdict").is_visible()
+    shot(page, "18-preview")
+    response = page.goto("/ui/ns/mem/preview?state=a+state&k=0")
+    assert response is not None and response.status == 422
+    assert "k" in page.get_by_role("alert").inner_text() and page.locator("#pv-state").input_value() == "a state"
+    shot(page, "19-preview-invalid")
+    # That retrieval's page: the context it served and, after the outcome, what it credited.
+    outcome = {"success": True, "item_ids": [served["items"][0]["id"]]}
+    assert api.post(f"/v1/namespaces/mem/retrievals/{served['retrieval_id']}/outcome", json=outcome).is_success
+    page.goto(f"/ui/ns/mem/retrievals/{served['retrieval_id']}")
+    assert page.locator("#served-context").text_content() == served["context"]
+    credit = page.locator("td.credit").all_inner_texts()
+    assert credit == ["✓ credited"] + ["not credited"] * (len(served["items"]) - 1)
+    shot(page, "20-retrieval-credited")
+    db.dispose()
 
     # Find a reflection by search (the real retrieval path), open it.
     page.goto("/ui/ns/mem/reflections")
@@ -232,6 +277,7 @@ def test_an_operator_session_from_sign_in_to_sign_out(site: Any, browser: Any) -
         ("phone-review", "/ui/ns/mem/review"),
         ("phone-reflection", reflection_url),
         ("phone-trajectory", f"/ui/ns/mem/trajectories/{main.trajectories[0]}"),
+        ("phone-preview", f"/ui/ns/mem/preview?state={STATES[1]}&action=go+left"),
     ]:
         small.goto(url)
         assert wider_than_screen(small) == [], url

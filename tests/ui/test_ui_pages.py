@@ -3,15 +3,17 @@
 
 from __future__ import annotations
 
+import html
 import json
 import re
 from pathlib import Path
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 
-from store.models import Reflection
+from store.models import Reflection, Retrieval, RetrievalItem
 from tests.conftest import ADMIN_KEY
 from tests.ui.conftest import UiWorld, build_world
+from tests.ui.seed import STATES
 from tests.ui.ui_client import csrf_of, post_form
 
 
@@ -306,3 +308,188 @@ def test_nul_characters_in_a_form_are_refused_naming_the_field(world: UiWorld) -
     r = post_form(web, url, f"{url}/status", {"status": "retired", "note": "a\x00b"})
     assert r.status_code == 422 and "<code>note</code>" in r.text
     assert world.api.get(f"/v1/namespaces/mem/reflections/{rid}").json()["status"] == "active"
+
+
+# --- what would the agent get: the preview, and what a logged retrieval served and earned ---
+
+CONTEXT_RE = re.compile(r'<pre class="context" id="(?:served-)?context">(.*?)</pre>', re.S)
+
+
+def _context_of(page: str) -> str:
+    found = CONTEXT_RE.search(page)
+    assert found, "no context block on the page"
+    return html.unescape(found.group(1))
+
+
+def _log_and_utility(world: UiWorld) -> tuple[int, list[tuple[str, int, int, int]]]:
+    """Rows of the retrieval log, and every reflection's utility counters."""
+    with world.db.read() as s:
+        logged = s.scalar(select(func.count()).select_from(Retrieval)) or 0
+        stmt = select(Reflection.id, Reflection.uses, Reflection.successes, Reflection.failures).order_by(Reflection.pk)
+        return int(logged), [tuple(r) for r in s.execute(stmt)]  # type: ignore[misc]
+
+
+PREVIEWS = [  # (form, the same request as POST …/retrieve takes it)
+    (
+        {"state": STATES[0], "k": "5", "format": "markdown", "max_chars": "700"},
+        {"state": {"observation": STATES[0]}, "k": 5, "render": {"format": "markdown", "max_chars": 700}},
+    ),
+    (
+        {"state": STATES[1], "internal_state": "subgoal 1", "task": "reach the garden", "kinds": ["exemplar"]},
+        {
+            "state": {"observation": STATES[1]},
+            "internal_state": "subgoal 1",
+            "task": "reach the garden",
+            "kinds": ["exemplar"],
+            "render": {"format": "markdown", "max_chars": 4000},
+        },
+    ),
+    (  # a textarea's line breaks come as CRLF: the agent's are LF
+        {"state": f"{STATES[2]}\r\nA note.\r\n", "kinds": ["exemplar", "evidence_card"], "max_chars": "2000"},
+        {
+            "state": {"observation": f"{STATES[2]}\nA note.\n"},
+            "kinds": ["exemplar", "evidence_card"],
+            "render": {"format": "markdown", "max_chars": 2000},
+        },
+    ),
+    (
+        {"state": STATES[2], "environment": "grid", "k": "3", "format": "text", "max_chars": "400"},
+        {
+            "state": {"observation": STATES[2]},
+            "environment": "grid",
+            "k": 3,
+            "render": {"format": "text", "max_chars": 400},
+        },
+    ),
+]
+
+
+def test_preview_serves_exactly_what_retrieve_renders_and_logs_nothing(world: UiWorld) -> None:
+    web = world.web(world.key("operator", ["mem"]))
+    before = _log_and_utility(world)
+    pages = []
+    for form, _ in PREVIEWS:
+        r = web.get("/ui/ns/mem/preview", params=form)
+        assert r.status_code == 200, r.text
+        pages.append(r.text)
+    check = web.get("/ui/ns/mem/preview", params={"state": STATES[2], "action": "go east"})
+    assert check.status_code == 200, check.text
+    assert _log_and_utility(world) == before  # no retrieval log row, no utility changed
+    assert "r_" not in "".join(re.findall(r"retrieval_id\W+\w+", "".join(pages)))
+
+    for page, (_, body) in zip(pages, PREVIEWS, strict=True):
+        api = world.api.post("/v1/namespaces/mem/retrieve", json=body).json()
+        assert api["context"] and _context_of(page) == api["context"]  # the very string, byte for byte
+        served = re.search(r'<table class="served">.*?</table>', page, re.S).group(0)  # type: ignore[union-attr]
+        assert re.findall(r'href="/ui/ns/mem/reflections/([^"]+)"', served) == [i["id"] for i in api["items"]]
+        for item in api["items"]:
+            assert f"{item['score']:.3f}" in served and f"{item['similarity']:.3f}" in served
+        assert served.count("✓ exact") == sum(i["exact_match"] for i in api["items"])
+    assert "✓ exact" in pages[3]  # a stored (active) state is an exact match, as an agent gets it
+
+    # The pre-action check: the numbers POST …/check gives for the same state and action.
+    api = world.api.post(
+        "/v1/namespaces/mem/check", json={"state": {"observation": STATES[2]}, "action": "go east"}
+    ).json()
+    risk = api["risk"]
+    assert risk["attempts"] > 0
+    verdict = re.search(r'<p class="verdict" id="verdict">(.*?)</p>', check.text).group(1)  # type: ignore[union-attr]
+    assert f"Failed {risk['failures']} of {risk['attempts']} credited attempts" in verdict
+    assert f"{100 * risk['low']:.0f}%–{100 * risk['high']:.0f}%" in verdict
+    assert check.text.count("/ui/ns/mem/trajectories/") >= len(api["evidence"]) > 0
+    for alt in api["alternatives"]:
+        assert f"<code>{alt['action']}</code>" in check.text
+
+
+def test_preview_bad_input_is_a_4xx_naming_the_field_and_keeps_the_form(world: UiWorld) -> None:
+    web = world.web(ADMIN_KEY)
+    before = _log_and_utility(world)
+    state = {"state": "a typed state"}
+    for params, field in [
+        ({**state, "k": "0"}, "k"),
+        ({**state, "k": "101"}, "k"),
+        ({**state, "k": "many"}, "k"),
+        ({**state, "kinds": ["exemplar", "poem"]}, "kinds"),
+        ({**state, "max_chars": "10"}, "max_chars"),
+        ({**state, "format": "html"}, "format"),
+        ({"state": "x" * 2001}, "state"),
+        ({**state, "action": "y" * 2001}, "action"),
+        ({"state": "  "}, "state"),
+    ]:
+        r = web.get("/ui/ns/mem/preview", params=params)
+        assert r.status_code == 422, (params, r.status_code)
+        assert f"field <code>{field}</code>" in r.text and 'role="alert"' in r.text, params
+        assert 'aria-invalid="true"' in r.text, params
+        if params["state"].strip() and len(params["state"]) <= 2000:
+            assert "a typed state</textarea>" in r.text  # what was typed is kept
+        assert 'id="context"' not in r.text
+    assert _log_and_utility(world) == before
+    assert web.get("/ui/ns/mem/preview").status_code == 200  # the empty form
+
+
+def test_a_retrieval_page_shows_the_context_served_and_what_its_outcome_credited(world: UiWorld) -> None:
+    web = world.web(ADMIN_KEY)
+    base = "/v1/namespaces/mem"
+
+    def uses(ids: list[str]) -> list[int]:
+        return [world.api.get(f"{base}/reflections/{i}").json()["utility"]["uses"] for i in ids]
+
+    def credit_column(page: str) -> list[str]:
+        return re.findall(r'<td class="credit"><span class="tag[^"]*">([^<]+)</span>', page)
+
+    # An outcome naming no items credits the top credit.unnamed_top_k: 2 here, of the 3 served.
+    page = web.get("/ui/ns/mem/settings").text
+    settings = json.loads(
+        html.unescape(re.search(r'<textarea id="settings"[^>]*>(.*?)</textarea>', page, re.S).group(1))  # type: ignore[union-attr]
+    )
+    settings["credit"]["unnamed_top_k"] = 2
+    r = post_form(web, "/ui/ns/mem/settings", "/ui/ns/mem/settings", {"settings": json.dumps(settings)})
+    assert r.status_code == 303
+
+    for outcome in [
+        {"success": True, "item_ids": None},  # names none: the top 2 are credited
+        {"success": False, "item_ids": ["second"]},  # names the second item served
+    ]:
+        body = {
+            "state": {"observation": STATES[2]},
+            "k": 5,
+            "filters": {"status": ["active", "candidate"]},  # enough items to see the rank bound
+            "render": {"format": "markdown", "max_chars": 600},
+        }
+        served = world.api.post(f"{base}/retrieve", json=body).json()
+        ids = [i["id"] for i in served["items"]]
+        assert len(ids) == 3
+        page = web.get(f"/ui/ns/mem/retrievals/{served['retrieval_id']}").text
+        assert _context_of(page) == served["context"]  # the block as it was sent
+        assert credit_column(page) == []  # no outcome yet: no credit column
+        if outcome["item_ids"] is not None:
+            outcome["item_ids"] = [ids[1]]
+        was = uses(ids)
+        r = world.api.post(f"{base}/retrievals/{served['retrieval_id']}/outcome", json=outcome)
+        assert r.status_code == 200, r.text
+        gained = [after - b for after, b in zip(uses(ids), was, strict=True)]
+        assert r.json()["credited_items"] == sum(gained)
+        page = web.get(f"/ui/ns/mem/retrievals/{served['retrieval_id']}").text
+        shown = credit_column(page)
+        assert shown == ["✓ credited" if g else "not credited" for g in gained], (shown, gained)
+        with world.db.read() as s:
+            flags = s.execute(
+                select(RetrievalItem.credited)
+                .where(RetrievalItem.retrieval_id == served["retrieval_id"])
+                .order_by(RetrievalItem.rank)
+            ).scalars()
+            assert list(flags) == [bool(g) for g in gained]
+        assert gained == ([1, 1, 0] if outcome["item_ids"] is None else [0, 1, 0])
+        assert _context_of(page) == served["context"]
+    # Frozen for evaluation: the outcome is recorded, nothing credited, and the page says so.
+    assert world.api.put(f"{base}/freeze").status_code == 200
+    served = world.api.post(f"{base}/retrieve", json=body).json()
+    was = uses([i["id"] for i in served["items"]])
+    assert world.api.post(f"{base}/retrievals/{served['retrieval_id']}/outcome", json={"success": True}).is_success
+    assert uses([i["id"] for i in served["items"]]) == was
+    page = web.get(f"/ui/ns/mem/retrievals/{served['retrieval_id']}").text
+    assert credit_column(page) == ["not credited"] * len(was)
+    # A retrieval asked without render has no context to show, and says so.
+    page = web.get(f"/ui/ns/mem/retrievals/{world.main.retrievals[0]}").text
+    assert "None kept" in page and 'id="served-context"' not in page
+    assert "/ui/ns/mem/preview?state=" in page  # ask the same again, now

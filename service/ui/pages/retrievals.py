@@ -7,6 +7,7 @@ from fastapi.responses import Response
 
 from service.deps import ServicesDep
 from service.params import Ns, RetrievalId
+from service.ui.pages.preview import preview_url
 from service.ui.params import Fields
 from service.ui.web import UI_PREFIX, UiSessionDep, render
 
@@ -28,4 +29,5 @@ def retrievals(request: Request, ns: Ns, session: UiSessionDep, services: Servic
 
 @router.get("/{id}")
 def retrieval(request: Request, ns: Ns, id: RetrievalId, session: UiSessionDep, services: ServicesDep) -> Response:
-    return render(request, "retrieval.html", {"ns": ns, "r": services.inspect.retrieval(session.principal, ns, id)})
+    logged = services.inspect.retrieval(session.principal, ns, id)
+    return render(request, "retrieval.html", {"ns": ns, "r": logged, "preview_url": preview_url(ns, logged.query)})

@@ -109,7 +109,10 @@ def test_reflection_page_edit_makes_a_version_with_a_diff(world: UiWorld) -> Non
     assert r.status_code == 303 and r.headers["location"].endswith("?done=edit")
     page = web.get(r.headers["location"]).text
     assert "Saved as a new version" in page and "version 2" in page
-    assert '<span class="add">+  &#34;action&#34;: &#34;open the door gently&#34;' in page
+    # A word-level diff of the field that changed, escaped.
+    diff = re.search(r'<div class="diff" aria-label="changes in version 2">(.*?)</div>', page, re.S).group(1)
+    assert '<span class="field">action</span>: ' in diff and "<ins>open the door gently</ins>" in diff
+    assert re.search(r"<del>[^<]+</del>", diff)
     assert "“clearer”" in page and "key:admin-env" in page
     after = world.api.get(f"/v1/namespaces/mem/reflections/{rid}").json()
     assert (

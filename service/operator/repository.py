@@ -164,9 +164,8 @@ class ReviewRule:
 
 
 # Why an item is in the queue. The one list of reasons: each has its condition and
-# its impact in `_reasons`; filters, tabs and labels follow this tuple.
+# its impact in `_reasons`; the service's checks and the UI's tabs follow this tuple.
 REASONS: tuple[str, ...] = ("candidate", "below_baseline")
-REASON_LABELS = {"candidate": "candidate", "below_baseline": "below baseline"}
 
 
 def _reasons(rule: ReviewRule) -> dict[str, tuple[ColumnElement[bool], ColumnElement[float]]]:

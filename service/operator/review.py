@@ -13,7 +13,7 @@ from domain.errors import Conflict, InvalidInput, NotFound
 from service.auth import Permission, Principal
 from service.namespaces.service import NamespaceService
 from service.operator import repository as repo
-from service.operator.repository import Citation, QueueCount, ReviewEntry, ReviewFilters, ReviewRule
+from service.operator.repository import REASONS, Citation, QueueCount, ReviewEntry, ReviewFilters, ReviewRule
 from service.pagination import decode_pair_cursor, encode_pair_cursor
 from service.reflections.service import ReflectionService
 from service.retrieval import ranking
@@ -85,6 +85,8 @@ class ReviewService:
     ) -> ReviewPage:
         principal.require(Permission.REFLECTIONS_READ, ns)
         f = filters or ReviewFilters()
+        if f.reason is not None and f.reason not in REASONS:
+            raise InvalidInput(f"reason {f.reason!r} is not one of {', '.join(REASONS)}", field="reason", rule="enum")
         rule = self._rule(ns)
         before = decode_pair_cursor(cursor, "review", lambda impact, pk: (float(impact), int(pk)))
         with self.db.read() as session:

@@ -23,13 +23,13 @@ COLUMNS: dict[str, tuple[str, str]] = {
     "heuristic": ("trigger", "guideline"),
     "skill": ("when_to_use", "name"),
     "rubric": ("task", "name"),
-    "evidence_card": ("task", "worked"),
+    "evidence_card": ("task", "text"),  # its text says what worked and what failed
 }
 
 
 def as_text(value: Any) -> str:
     """A field's value as an operator reads it: text as is, anything else as JSON."""
-    if value is None:
+    if value is None or value == [] or value == {}:
         return ""
     if isinstance(value, str):
         return value

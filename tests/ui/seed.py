@@ -139,9 +139,10 @@ LONG_GUIDELINE = (
 )
 
 
-def add_llm_candidates(db: Database, namespace: str, trajectory_id: str) -> list[str]:
+def add_llm_candidates(db: Database, namespace: str, trajectory_id: str, *, suffix: str = "") -> list[str]:
     """Candidates as the LLM reflectors write them (two heuristics, one skill), each
-    citing steps 1-2 of `trajectory_id`; the first heuristic has a long guideline."""
+    citing steps 1-2 of `trajectory_id`; the first heuristic has a long guideline.
+    `suffix` ends their ids (to add another batch)."""
     drafts = [
         (
             "heuristic",
@@ -179,7 +180,8 @@ def add_llm_candidates(db: Database, namespace: str, trajectory_id: str) -> list
         traj_pk = s.scalar(
             select(Trajectory.pk).where(Trajectory.namespace == namespace, Trajectory.id == trajectory_id)
         )
-        for kind, id_, content in drafts:
+        for kind, name, content in drafts:
+            id_ = name + suffix
             text = " ".join(str(v) for v in content.values() if isinstance(v, str))
             row = reflection_repo.create_reflection(
                 s,
@@ -198,7 +200,7 @@ def add_llm_candidates(db: Database, namespace: str, trajectory_id: str) -> list
             )
             evidence_repo.create_evidence(s, row.pk, [evidence_repo.EvidenceIn(traj_pk, 1, 2, success=True)])
             evidence_repo.update_evidence_stats(s, [row.pk])
-    return [d[1] for d in drafts]
+    return [d[1] + suffix for d in drafts]
 
 
 def add_merges(db: Database, namespace: str, reflection_id: str, count: int) -> None:

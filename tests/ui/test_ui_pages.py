@@ -321,7 +321,7 @@ def test_review_queue_filters_by_reason_kind_and_reflector_with_full_content_and
     assert f"{LLM_REFLECTOR} (2)" in page and "llm_skills (1)" in page
     # The LLM candidates, whatever their impact: a filter by reflector.
     page = web.get(f"/ui/ns/mem/review?reflector={LLM_REFLECTOR}").text
-    assert "2 waiting" in page
+    assert "2 waiting" in page and "All (2)" in page and "Candidate (2)" in page  # tabs count under the filter
     assert "h_llm_keys" in page and "h_llm_dark" in page and "s_llm_garden" not in page
     assert not any(rid in page for rid in world.review_ids)
     assert str(escape(LONG_GUIDELINE)) in page  # the whole guideline, not a cut
@@ -423,7 +423,7 @@ def test_reflections_sort_by_utility_and_uses_with_cursors_and_retrievals_follow
         ).json()["items"][0]
         baseline = anyone["utility"]["baseline"]
 
-        def mean(u: dict) -> float:
+        def mean(u: dict, baseline: float = baseline) -> float:
             return (2 * baseline + u["successes"]) / (2 + u["successes"] + u["failures"])
 
         web = world.web(ADMIN_KEY)

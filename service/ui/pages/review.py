@@ -13,8 +13,7 @@ from domain.errors import InvalidInput
 from domain.reflections import KINDS
 from service.auth import Permission
 from service.deps import ServicesDep
-from service.operator.repository import REASON_LABELS, REASONS, ReviewFilters
-from service.operator.review import DECISIONS
+from service.operator.review import DECISIONS, REASONS, ReviewFilters
 from service.params import Ns, ReflectionId
 from service.ui.params import MAX_TEXT, Fields
 from service.ui.web import UI_PREFIX, UiSessionDep, ns_url, read_form, redirect, render
@@ -42,19 +41,24 @@ def _notice(f: Fields) -> str | None:
 @router.get("")
 def review(request: Request, ns: Ns, session: UiSessionDep, services: ServicesDep) -> Response:
     f = Fields(request.query_params)
+    chosen = _filters(f)
     page = services.review.queue(
         session.principal,
         ns,
-        filters=_filters(f),
+        filters=chosen,
         cursor=f.text("cursor", max_length=400),
         limit=services.settings.ui.page_size,
     )
     focus = min(f.integer("focus") or 0, max(len(page.entries) - 1, 0))
+    # Each control counts what it would show under the other filters.
     by_reason = {reason: 0 for reason in REASONS}
-    by_reflector: dict[str, int] = {}
+    by_reflector: dict[str, int] = dict.fromkeys([chosen.reflector] if chosen.reflector else [], 0)
     for c in page.counts:
-        by_reason[c.reason] += c.count
-        by_reflector[c.reflector] = by_reflector.get(c.reflector, 0) + c.count
+        if chosen.kind in (None, c.kind):
+            if chosen.reflector in (None, c.reflector):
+                by_reason[c.reason] += c.count
+            if chosen.reason in (None, c.reason):
+                by_reflector[c.reflector] = by_reflector.get(c.reflector, 0) + c.count
     return render(
         request,
         "review.html",
@@ -65,8 +69,7 @@ def review(request: Request, ns: Ns, session: UiSessionDep, services: ServicesDe
             "params": f.given((*FILTERS, "cursor")),
             "filters": f.given(FILTERS),
             "kinds": KINDS,
-            "reasons": [(r, REASON_LABELS[r], by_reason[r]) for r in REASONS],
-            "reason_labels": REASON_LABELS,
+            "reasons": [(r, r.replace("_", " "), by_reason[r]) for r in REASONS],
             "reflectors": sorted(by_reflector.items()),
             "utilities": services.inspect.utilities(ns, [e.reflection for e in page.entries]),
             "notice": _notice(f),

@@ -41,6 +41,7 @@ class ReviewRuleFactory:
         )
 
 
+FILTER_NAMES = ("reason", "kind", "reflector")  # ReviewFilters' fields, each also a QueueCount field
 CITATIONS_SHOWN = 3  # evidence rows shown inline per item (the reflection's page has them all)
 STEPS_SHOWN = 2  # steps shown per cited range
 
@@ -49,10 +50,27 @@ STEPS_SHOWN = 2  # steps shown per cited range
 class ReviewPage:
     entries: list[ReviewEntry]
     next_cursor: str | None
-    total: int  # under the filters
     baseline: float
     counts: list[QueueCount]  # the whole queue by reason, kind and reflector
     citations: dict[int, list[Citation]]  # reflection pk -> its newest evidence with the cited steps
+    filters: ReviewFilters
+
+    @property
+    def total(self) -> int:
+        """How many items wait under the filters."""
+        return sum(n for reason, n in self.counts_by("reason").items() if self.filters.reason in (None, reason))
+
+    def counts_by(self, name: str) -> dict[str, int]:
+        """The queue counted by `name` (reason, kind or reflector) under the other
+        filters: what each choice of that filter would show."""
+        out: dict[str, int] = dict.fromkeys(REASONS, 0) if name == "reason" else {}
+        if getattr(self.filters, name) is not None:
+            out.setdefault(getattr(self.filters, name), 0)
+        others = [n for n in FILTER_NAMES if n != name]
+        for c in self.counts:
+            if all(getattr(self.filters, n) in (None, getattr(c, n)) for n in others):
+                out[getattr(c, name)] = out.get(getattr(c, name), 0) + c.count
+        return out
 
 
 @dataclass
@@ -100,17 +118,12 @@ class ReviewService:
                 per_item=CITATIONS_SHOWN,
                 steps_per_citation=STEPS_SHOWN,
             )
-        total = sum(
-            c.count
-            for c in counts
-            if f.reason in (None, c.reason) and f.kind in (None, c.kind) and f.reflector in (None, c.reflector)
-        )
         next_cursor = (
             encode_pair_cursor("review", repr(page[-1].impact), str(page[-1].reflection.pk))
             if len(rows) > limit
             else None
         )
-        return ReviewPage(page, next_cursor, total, rule.baseline, counts, citations)
+        return ReviewPage(page, next_cursor, rule.baseline, counts, citations, f)
 
     def decide_many(
         self, principal: Principal, ns: str, ids: Sequence[str], decision: str, *, note: str | None

@@ -41,24 +41,15 @@ def _notice(f: Fields) -> str | None:
 @router.get("")
 def review(request: Request, ns: Ns, session: UiSessionDep, services: ServicesDep) -> Response:
     f = Fields(request.query_params)
-    chosen = _filters(f)
     page = services.review.queue(
         session.principal,
         ns,
-        filters=chosen,
+        filters=_filters(f),
         cursor=f.text("cursor", max_length=400),
         limit=services.settings.ui.page_size,
     )
     focus = min(f.integer("focus") or 0, max(len(page.entries) - 1, 0))
-    # Each control counts what it would show under the other filters.
-    by_reason = {reason: 0 for reason in REASONS}
-    by_reflector: dict[str, int] = dict.fromkeys([chosen.reflector] if chosen.reflector else [], 0)
-    for c in page.counts:
-        if chosen.kind in (None, c.kind):
-            if chosen.reflector in (None, c.reflector):
-                by_reason[c.reason] += c.count
-            if chosen.reason in (None, c.reason):
-                by_reflector[c.reflector] = by_reflector.get(c.reflector, 0) + c.count
+    by_reason = page.counts_by("reason")
     return render(
         request,
         "review.html",
@@ -70,7 +61,7 @@ def review(request: Request, ns: Ns, session: UiSessionDep, services: ServicesDe
             "filters": f.given(FILTERS),
             "kinds": KINDS,
             "reasons": [(r, r.replace("_", " "), by_reason[r]) for r in REASONS],
-            "reflectors": sorted(by_reflector.items()),
+            "reflectors": sorted(page.counts_by("reflector").items()),
             "utilities": services.inspect.utilities(ns, [e.reflection for e in page.entries]),
             "notice": _notice(f),
         },

@@ -250,6 +250,7 @@ def test_retrieval_log_shows_state_scores_and_outcome(world: UiWorld) -> None:
     rid = world.main.retrievals[0]
     page = web.get(f"/ui/ns/mem/retrievals/{rid}").text
     assert "A red key lies on the table" in page and "✓ success" in page and "Similarity" in page
+    assert 'href="/ui/ns/mem/trajectories/mem-ep0?highlight=0#step-0">mem-ep0, step 0</a>' in page  # the step it served
     assert re.search(r"<td class=\"n\">1</td><td><a href=\"/ui/ns/mem/reflections/", page)
     assert "mem-ep0" in web.get("/ui/ns/mem/retrievals?trajectory_id=mem-ep0").text
 

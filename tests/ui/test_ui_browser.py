@@ -28,6 +28,7 @@ from tests.ui.seed import (
     Seeded,
     add_failed_job,
     add_llm_candidates,
+    add_merges,
     add_retrievals,
     make_review_cases,
     seed,
@@ -263,6 +264,7 @@ def test_the_review_queue_filtered_to_llm_candidates_from_the_keyboard(site: Any
     try:
         bulk = add_llm_candidates(db, "mem", main.trajectories[0])[:2]
         single = add_llm_candidates(db, "mem", main.trajectories[0], suffix="-2")[:2]
+        add_merges(db, "mem", bulk[0], 22)
     finally:
         db.dispose()
     context = browser.new_context(viewport={"width": 1280, "height": 900}, base_url=server.url)
@@ -327,4 +329,15 @@ def test_the_review_queue_filtered_to_llm_candidates_from_the_keyboard(site: Any
     ]:
         last = api.get(f"/v1/namespaces/mem/reflections/{rid}/history").json()[-1]
         assert (last["action"], last["actor"], last["note"]) == (action, "key:admin-env", note), rid
+
+    # Its history: the 22 automatic merges are one row until opened.
+    page.goto(f"/ui/ns/mem/reflections/{bulk[0]}")
+    votes = page.locator("li.votes")
+    assert votes.locator("summary").inner_text().startswith("22 merges, importance 1→23")
+    assert not votes.locator("li").first.is_visible()
+    height = page.evaluate("document.documentElement.scrollHeight")
+    votes.locator("summary").click()
+    assert votes.locator("li").count() == 22 and votes.locator("li").first.is_visible()
+    assert page.evaluate("document.documentElement.scrollHeight") > height + 500  # what folding saved
+    shot(page, "21-reflection-merges-opened")
     context.close()

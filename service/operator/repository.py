@@ -169,7 +169,8 @@ REASONS: tuple[str, ...] = ("candidate", "below_baseline")
 
 
 def _reasons(rule: ReviewRule) -> dict[str, tuple[ColumnElement[bool], ColumnElement[float]]]:
-    """reason -> (condition, impact); an item matches the first reason that holds."""
+    """reason -> (condition, impact); in the whole queue an item is shown for the
+    first reason that holds (they may overlap)."""
     r = Reflection
     mean = utility_mean(rule.baseline, rule.prior_strength)
     candidate = r.status == "candidate"
@@ -195,10 +196,11 @@ class ReviewFilters:
 def _queue(rule: ReviewRule, f: ReviewFilters) -> tuple[Any, Any, list[ColumnElement[bool]]]:
     """(reason, impact, where-clauses) of the queue under the filters."""
     terms = _reasons(rule)
+    if f.reason is not None:  # under a reason's tab an item is there for that reason
+        terms = {f.reason: terms[f.reason]}
     reason = case(*((cond, literal(name)) for name, (cond, _) in terms.items()), else_=None)
     impact = case(*((cond, value) for cond, value in terms.values()), else_=None)
-    chosen = [terms[f.reason][0]] if f.reason else [cond for cond, _ in terms.values()]
-    where = [or_(*chosen)]
+    where = [or_(*(cond for cond, _ in terms.values()))]
     if f.kind is not None:
         where.append(Reflection.kind == f.kind)
     if f.reflector is not None:

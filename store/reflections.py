@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, get_args
 
-from sqlalchemy import func, select
+from sqlalchemy import func, or_, select
 from sqlalchemy.orm import Session
 
 from store.models import Reflection, ReflectionVersion, utcnow
@@ -70,6 +70,39 @@ def list_reflections(
     if before_pk is not None:
         stmt = stmt.where(Reflection.pk < before_pk)
     return list(session.scalars(stmt.order_by(Reflection.pk.desc()).limit(limit)))
+
+
+ReflectionSort = Literal["utility", "utility_low", "uses"]
+SORTS: tuple[ReflectionSort, ...] = get_args(ReflectionSort)
+
+
+def sort_key(f: ReflectionFilters, sort: ReflectionSort) -> Any:
+    """The value a sorted list orders by (the posterior mean at the filters' baseline, or uses)."""
+    return Reflection.uses if sort == "uses" else utility_mean(f.baseline, f.prior_strength)
+
+
+def list_reflections_sorted(
+    session: Session,
+    namespace: str,
+    f: ReflectionFilters,
+    sort: ReflectionSort,
+    *,
+    after: tuple[float, int] | None,
+    limit: int,
+) -> list[tuple[Reflection, float]]:
+    """Rows with their sort value: highest first (`utility_low`: lowest first), ties
+    newest first; keyset-paged on (value, pk)."""
+    key = sort_key(f, sort)
+    stmt = _filtered(select(Reflection, key), namespace, f)
+    ascending = sort == "utility_low"
+    if after is not None:
+        at, pk = after
+        beyond = key > at if ascending else key < at
+        stmt = stmt.where(or_(beyond, (key == at) & (Reflection.pk < pk)))
+    order = key.asc() if ascending else key.desc()
+    return [
+        (row, float(value)) for row, value in session.execute(stmt.order_by(order, Reflection.pk.desc()).limit(limit))
+    ]
 
 
 def count_reflections(session: Session, namespace: str, f: ReflectionFilters) -> int:

@@ -4,8 +4,6 @@ with what outcomes; an episode with the retrievals made during it; the retrieval
 
 from __future__ import annotations
 
-import difflib
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -16,9 +14,10 @@ from domain.reflections import KINDS
 from service.auth import Permission, Principal
 from service.namespaces.service import NamespaceService
 from service.operator import repository as repo
-from service.operator.repository import LoggedRetrieval, ServedDay
+from service.operator.history import VersionEntry, VoteRun, history_rows
+from service.operator.repository import LoggedRetrieval, ServedDay, Serving
 from service.pagination import decode_pair_cursor, encode_pair_cursor
-from service.reflections.schemas import ReflectionRead, ReflectionVersionRead
+from service.reflections.schemas import ReflectionRead
 from service.reflections.service import ReflectionService
 from service.retrieval import ranking
 from service.retrieval.schemas import RetrievedItem, RetrieveFilters, RetrieveRequest
@@ -30,41 +29,16 @@ from store.database import Database
 
 EPISODE_RETRIEVALS = 500  # at most this many retrievals shown with one episode
 SEARCH_K = 20
-
-
-def content_text(content: dict[str, Any]) -> str:
-    return json.dumps(content, indent=2, sort_keys=True, ensure_ascii=False)
-
-
-@dataclass
-class VersionEntry:
-    version: ReflectionVersionRead
-    diff: list[str]  # unified diff of the content against the entry before it; empty: unchanged
-
-
-def version_entries(versions: list[ReflectionVersionRead]) -> list[VersionEntry]:
-    out = []
-    previous: str | None = None
-    for v in versions:
-        text = content_text(v.content)
-        diff = []
-        if previous is not None and text != previous:
-            diff = list(
-                difflib.unified_diff(
-                    previous.splitlines(), text.splitlines(), "before", f"version {v.version}", lineterm="", n=2
-                )
-            )[2:]  # the ---/+++ header says nothing the page does not
-        out.append(VersionEntry(v, diff))
-        previous = text
-    return out
+SERVED_IN = 20  # the newest retrievals listed on a reflection's page
 
 
 @dataclass
 class ReflectionDetail:
     reflection: ReflectionRead
     utility: ranking.Utility
-    versions: list[VersionEntry]  # oldest first
+    history: list[VersionEntry | VoteRun]  # oldest first
     served_by_day: list[ServedDay]
+    served_in: list[Serving]  # the newest retrievals that served it
     served_total: int
     outcome_successes: int
     outcome_failures: int
@@ -74,6 +48,19 @@ class ReflectionDetail:
 class Episode:
     trajectory: TrajectoryRead
     retrievals: list[LoggedRetrieval]
+
+    def placed(self) -> tuple[dict[int, list[LoggedRetrieval]], list[LoggedRetrieval]]:
+        """The retrievals by the step they served, and those whose step is not known
+        (not named by the agent, or not a step of this episode)."""
+        indexes = {s.index for s in self.trajectory.steps or []}
+        by_step: dict[int, list[LoggedRetrieval]] = {}
+        unplaced = []
+        for r in self.retrievals:
+            if r.step in indexes:
+                by_step.setdefault(r.step, []).append(r)
+            else:
+                unplaced.append(r)
+        return by_step, unplaced
 
 
 @dataclass
@@ -149,12 +136,14 @@ class InspectService:
             if row is None:  # deleted between the two reads
                 raise NotFound(f"reflection {id!r} not found in namespace {ns!r}", field="id")
             served = repo.list_served_by_day(session, row.pk)
+            served_in = repo.list_servings(session, row.pk, limit=SERVED_IN)
         u = ref.utility
         return ReflectionDetail(
             reflection=ref,
             utility=ranking.utility(u.successes, u.failures, u.uses, self.baseline(ns)),
-            versions=version_entries(history),
+            history=history_rows(history),
             served_by_day=served,
+            served_in=served_in,
             served_total=sum(d.served for d in served),
             outcome_successes=sum(d.successes for d in served),
             outcome_failures=sum(d.failures for d in served),

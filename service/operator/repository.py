@@ -24,11 +24,21 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import case, func, or_, select
+from sqlalchemy import case, func, literal, or_, select
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.elements import ColumnElement
 
-from store.models import Job, Reflection, Retrieval, RetrievalItem, RetrievalOutcome, Trajectory, utcnow
+from store.models import (
+    Job,
+    Reflection,
+    ReflectionEvidence,
+    Retrieval,
+    RetrievalItem,
+    RetrievalOutcome,
+    Step,
+    Trajectory,
+    utcnow,
+)
 from store.reflections import utility_mean
 
 # --- overview ---
@@ -153,7 +163,14 @@ class ReviewRule:
     renew_after: int  # uses after a "keep" before it is shown again
 
 
-def _terms(rule: ReviewRule) -> tuple[Any, Any, Any]:
+# Why an item is in the queue. The one list of reasons: each has its condition and
+# its impact in `_reasons`; the service's checks and the UI's tabs follow this tuple.
+REASONS: tuple[str, ...] = ("candidate", "below_baseline")
+
+
+def _reasons(rule: ReviewRule) -> dict[str, tuple[ColumnElement[bool], ColumnElement[float]]]:
+    """reason -> (condition, impact); in the whole queue an item is shown for the
+    first reason that holds (they may overlap)."""
     r = Reflection
     mean = utility_mean(rule.baseline, rule.prior_strength)
     candidate = r.status == "candidate"
@@ -163,38 +180,151 @@ def _terms(rule: ReviewRule) -> tuple[Any, Any, Any]:
         & (mean < rule.baseline)
         & (r.reviewed_uses.is_(None) | (r.uses >= r.reviewed_uses + rule.renew_after))
     )
-    impact = case((candidate, 1.0 * (r.evidence_count + r.uses)), else_=r.uses * (rule.baseline - mean))
-    return candidate, below, impact
+    return {
+        "candidate": (candidate, 1.0 * (r.evidence_count + r.uses)),
+        "below_baseline": (below, r.uses * (rule.baseline - mean)),
+    }
+
+
+@dataclass(frozen=True)
+class ReviewFilters:
+    reason: str | None = None  # one of REASONS
+    kind: str | None = None
+    reflector: str | None = None
+
+
+def _queue(rule: ReviewRule, f: ReviewFilters) -> tuple[Any, Any, list[ColumnElement[bool]]]:
+    """(reason, impact, where-clauses) of the queue under the filters."""
+    terms = _reasons(rule)
+    if f.reason is not None:  # under a reason's tab an item is there for that reason
+        terms = {f.reason: terms[f.reason]}
+    reason = case(*((cond, literal(name)) for name, (cond, _) in terms.items()), else_=None)
+    impact = case(*((cond, value) for cond, value in terms.values()), else_=None)
+    where = [or_(*(cond for cond, _ in terms.values()))]
+    if f.kind is not None:
+        where.append(Reflection.kind == f.kind)
+    if f.reflector is not None:
+        where.append(Reflection.reflector == f.reflector)
+    return reason, impact, where
 
 
 @dataclass(frozen=True)
 class ReviewEntry:
     reflection: Reflection
-    reason: str  # "candidate" | "below_baseline"
+    reason: str  # one of REASONS
     impact: float
 
 
 def list_review_queue(
-    session: Session, namespace: str, rule: ReviewRule, *, before: tuple[float, int] | None, limit: int
+    session: Session,
+    namespace: str,
+    rule: ReviewRule,
+    *,
+    filters: ReviewFilters | None = None,
+    before: tuple[float, int] | None,
+    limit: int,
 ) -> list[ReviewEntry]:
-    candidate, below, impact = _terms(rule)
+    reason, impact, where = _queue(rule, filters or ReviewFilters())
     r = Reflection
-    stmt = select(r, impact.label("impact")).where(r.namespace == namespace, or_(candidate, below))
+    stmt = select(r, reason.label("reason"), impact.label("impact")).where(r.namespace == namespace, *where)
     if before is not None:
         at, pk = before
         stmt = stmt.where(or_(impact < at, (impact == at) & (r.pk < pk)))
     stmt = stmt.order_by(impact.desc(), r.pk.desc()).limit(limit)
-    return [
-        ReviewEntry(row, "candidate" if row.status == "candidate" else "below_baseline", float(value))
-        for row, value in session.execute(stmt)
-    ]
+    return [ReviewEntry(row, why, float(value)) for row, why, value in session.execute(stmt)]
+
+
+@dataclass(frozen=True)
+class QueueCount:
+    reason: str
+    kind: str
+    reflector: str
+    count: int
 
 
 def count_review_queue(session: Session, namespace: str, rule: ReviewRule) -> int:
-    candidate, below, _ = _terms(rule)
-    r = Reflection
-    stmt = select(func.count()).select_from(r).where(r.namespace == namespace, or_(candidate, below))
+    _, _, where = _queue(rule, ReviewFilters())
+    stmt = select(func.count()).select_from(Reflection).where(Reflection.namespace == namespace, *where)
     return int(session.scalar(stmt) or 0)
+
+
+def list_review_counts(session: Session, namespace: str, rule: ReviewRule) -> list[QueueCount]:
+    """The whole queue counted by reason, kind and reflector (the tabs' and filters'
+    counts from one grouped scan)."""
+    reason, _, where = _queue(rule, ReviewFilters())
+    r = Reflection
+    stmt = (
+        select(reason, r.kind, r.reflector, func.count())
+        .where(r.namespace == namespace, *where)
+        .group_by(reason, r.kind, r.reflector)
+    )
+    return [QueueCount(why, kind, reflector, int(n)) for why, kind, reflector, n in session.execute(stmt)]
+
+
+@dataclass
+class CitedStep:
+    index: int
+    observation: str  # the first EXCERPT_CHARS characters
+    action: Any
+    result: str | None  # the first EXCERPT_CHARS characters
+
+
+@dataclass
+class Citation:
+    trajectory_id: str
+    step_start: int | None
+    step_end: int | None
+    success: bool | None
+    steps: list[CitedStep] = field(default_factory=list)
+
+
+EXCERPT_CHARS = 400
+
+
+def list_citations(
+    session: Session, reflection_pks: Sequence[int], *, per_item: int, steps_per_citation: int
+) -> dict[int, list[Citation]]:
+    """Each reflection's newest `per_item` evidence rows with the cited steps (the
+    first `steps_per_citation` of each range): what the review queue shows inline."""
+    out: dict[int, list[Citation]] = {pk: [] for pk in reflection_pks}
+    if not reflection_pks:
+        return out
+    e = ReflectionEvidence
+    nth = func.row_number().over(partition_by=e.reflection_pk, order_by=e.pk.desc()).label("nth")
+    ranked = select(e.reflection_pk, e.trajectory_pk, e.step_start, e.step_end, e.success, nth).where(
+        e.reflection_pk.in_(list(reflection_pks))
+    )
+    sub = ranked.subquery()
+    rows = session.execute(
+        select(sub.c.reflection_pk, sub.c.trajectory_pk, Trajectory.id, sub.c.step_start, sub.c.step_end, sub.c.success)
+        .join(Trajectory, Trajectory.pk == sub.c.trajectory_pk)
+        .where(sub.c.nth <= per_item)
+        .order_by(sub.c.reflection_pk, sub.c.nth)
+    ).all()
+    wanted: dict[tuple[int, int], list[Citation]] = {}
+    ranges = []
+    for ref_pk, traj_pk, traj_id, start, end, success in rows:
+        citation = Citation(traj_id, start, end, success)
+        out[ref_pk].append(citation)
+        if start is None:
+            continue
+        last = min(end if end is not None else start, start + steps_per_citation - 1)
+        ranges.append((traj_pk, start, last))
+        for index in range(start, last + 1):
+            wanted.setdefault((traj_pk, index), []).append(citation)
+    if ranges:
+        s = Step
+        stmt = select(
+            s.trajectory_pk,
+            s.index,
+            func.substr(s.observation, 1, EXCERPT_CHARS),
+            s.action,
+            func.substr(s.result, 1, EXCERPT_CHARS),
+        ).where(or_(*((s.trajectory_pk == t) & s.index.between(a, b) for t, a, b in set(ranges))))
+        for traj_pk, index, observation, action, result in session.execute(stmt.order_by(s.trajectory_pk, s.index)):
+            for citation in wanted.get((traj_pk, index), []):
+                citation.steps.append(CitedStep(index, observation, action, result))
+    return out
 
 
 # --- retrieval log ---
@@ -219,6 +349,7 @@ class LoggedRetrieval:
     created_at: datetime
     latency_ms: float | None
     context: str | None = None  # the rendered block as served (None: no render asked)
+    step: int | None = None  # the step it served, when the agent named it
     success: bool | None = None
     reward: float | None = None
     has_outcome: bool = False
@@ -227,7 +358,10 @@ class LoggedRetrieval:
 
 
 def _attach(session: Session, rows: Sequence[Retrieval]) -> list[LoggedRetrieval]:
-    out = {r.id: LoggedRetrieval(r.id, r.query, r.trajectory_id, r.created_at, r.latency_ms) for r in rows}
+    out = {
+        r.id: LoggedRetrieval(r.id, r.query, r.trajectory_id, r.created_at, r.latency_ms, step=step_of(r.query))
+        for r in rows
+    }
     if not out:
         return []
     ids = list(out)
@@ -322,3 +456,43 @@ def list_served_by_day(session: Session, reflection_pk: int) -> list[ServedDay]:
         .order_by(day)
     )
     return [ServedDay(d, n, int(s or 0), int(f or 0)) for d, n, s, f in session.execute(stmt)]
+
+
+@dataclass(frozen=True)
+class Serving:
+    """One retrieval that served a reflection, with its outcome."""
+
+    retrieval_id: str
+    created_at: datetime
+    trajectory_id: str | None
+    step: int | None
+    rank: int
+    score: float
+    has_outcome: bool
+    success: bool | None
+    reward: float | None
+
+
+def list_servings(session: Session, reflection_pk: int, *, limit: int) -> list[Serving]:
+    """The newest retrievals that served a reflection (newest rows of its index on
+    retrieval_items: the log is append-only, so row order is time order)."""
+    i, r, o = RetrievalItem, Retrieval, RetrievalOutcome
+    stmt = (
+        select(r.id, r.created_at, r.trajectory_id, r.query, i.rank, i.score, o.retrieval_id, o.success, o.reward)
+        .select_from(i)
+        .join(r, r.id == i.retrieval_id)
+        .outerjoin(o, o.retrieval_id == i.retrieval_id)
+        .where(i.reflection_pk == reflection_pk)
+        .order_by(i.pk.desc())
+        .limit(limit)
+    )
+    return [
+        Serving(rid, at, traj, step_of(query), rank, score, reported is not None, success, reward)
+        for rid, at, traj, query, rank, score, reported, success, reward in session.execute(stmt)
+    ]
+
+
+def step_of(query: dict[str, Any] | None) -> int | None:
+    """The step a logged retrieval served, as the agent named it (None: not named)."""
+    step = (query or {}).get("step")
+    return step if isinstance(step, int) and not isinstance(step, bool) and step >= 0 else None

@@ -10,7 +10,7 @@ from domain.jobs import REFLECTION_EMBED
 from service.auth import Permission, Principal
 from service.limits.checks import LimitChecker
 from service.namespaces.service import NamespaceService
-from service.pagination import keyset_page
+from service.pagination import decode_pair_cursor, encode_pair_cursor, keyset_page
 from service.reflections.schemas import (
     HoldoutArm,
     ReflectionEffect,
@@ -60,21 +60,48 @@ class ReflectionService:
         return ReflectionRead.from_row(row, evidence[row.pk])
 
     def list(
-        self, principal: Principal, ns: str, filters: repo.ReflectionFilters, *, cursor: str | None, limit: int
+        self,
+        principal: Principal,
+        ns: str,
+        filters: repo.ReflectionFilters,
+        *,
+        cursor: str | None,
+        limit: int,
+        sort: repo.ReflectionSort | None = None,
     ) -> ReflectionPage:
+        """Newest first, or by `sort` (each pages with its own cursor)."""
         principal.require(Permission.REFLECTIONS_READ, ns)
         with self.db.read() as session:
             self.namespaces.require(session, ns)
-            rows, next_cursor = keyset_page(
-                lambda before, n: repo.list_reflections(session, ns, filters, before_pk=before, limit=n),
-                cursor=cursor,
-                limit=limit,
-                key=lambda r: r.pk,
-            )
+            if sort is None:
+                rows, next_cursor = keyset_page(
+                    lambda before, n: repo.list_reflections(session, ns, filters, before_pk=before, limit=n),
+                    cursor=cursor,
+                    limit=limit,
+                    key=lambda r: r.pk,
+                )
+            else:
+                rows, next_cursor = self._sorted_page(session, ns, filters, sort, cursor, limit)
             evidence = evidence_repo.list_evidence_summaries(session, [r.pk for r in rows], LIST_EVIDENCE)
             return ReflectionPage(
                 items=[ReflectionRead.from_row(r, evidence[r.pk]) for r in rows], next_cursor=next_cursor
             )
+
+    @staticmethod
+    def _sorted_page(
+        session: Session,
+        ns: str,
+        filters: repo.ReflectionFilters,
+        sort: repo.ReflectionSort,
+        cursor: str | None,
+        limit: int,
+    ) -> tuple[list[Reflection], str | None]:
+        kind = f"reflections-{sort}"  # a cursor of one order is refused by another
+        after = decode_pair_cursor(cursor, kind, lambda value, pk: (float(value), int(pk)))
+        found = repo.list_reflections_sorted(session, ns, filters, sort, after=after, limit=limit + 1)
+        page = found[:limit]
+        last = page[-1] if len(found) > limit else None
+        return [r for r, _ in page], (encode_pair_cursor(kind, repr(last[1]), str(last[0].pk)) if last else None)
 
     def get(self, principal: Principal, ns: str, id: str) -> ReflectionRead:
         principal.require(Permission.REFLECTIONS_READ, ns)

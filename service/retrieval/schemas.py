@@ -46,6 +46,12 @@ class RetrieveRequest(RequestModel):
     trajectory_id: ClientId | None = Field(
         None, description="the episode this retrieval serves; its outcome will credit the items"
     )
+    step: int | None = Field(
+        None,
+        ge=0,
+        description="the index of the episode's step this retrieval serves (the step taken with its answer); "
+        "logged with the query, so the operator UI shows the retrieval beside that step",
+    )
     snapshot: ClientId | None = Field(
         None,
         description="answer from this snapshot's memory (deterministic: the same request, the same bytes); "

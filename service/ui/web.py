@@ -20,6 +20,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from domain.errors import Forbidden, InvalidInput, ReflexaError
 from service.container import Services
 from service.deps import get_services
+from service.ui.content import as_text, content_columns, content_fields
 from service.ui.sessions import UiSession
 
 HERE = Path(__file__).parent
@@ -72,7 +73,7 @@ env.filters.update(
     fixed=lambda value, digits=2: "—" if value is None else f"{value:.{digits}f}",
     short=lambda text, n=160: text if text is None or len(text) <= n else text[: n - 1] + "…",
 )
-env.globals.update(qs=_qs)
+env.globals.update(qs=_qs, content_fields=content_fields, content_columns=content_columns, as_text=as_text)
 
 
 class SignInRequired(Exception):

@@ -362,12 +362,14 @@ def test_episode_retrieve_is_tied_to_the_episode(fake: FakeReflexa, make_client:
         "k": 10,
         "render": {"format": "text", "max_chars": 4000},
         "trajectory_id": ep.id,
+        "step": 1,  # the step recorded next: the one taken with this answer
     }
-    assert (sent[1]["task"], sent[1]["environment"], sent[1]["k"], sent[1]["trajectory_id"]) == (
+    assert (sent[1]["task"], sent[1]["environment"], sent[1]["k"], sent[1]["trajectory_id"], sent[1]["step"]) == (
         "other task",
         "cellar",
         2,
         ep.id,
+        1,
     )
     assert ep.retrieval_ids == [first.retrieval_id, second.retrieval_id]
 

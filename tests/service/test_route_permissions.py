@@ -188,6 +188,7 @@ UI_RULES: dict[tuple[str, str], str] = {
     ("POST", "/ui/ns/{ns}/reflections/{id}/status"): SESSION,
     ("POST", "/ui/ns/{ns}/reflections/{id}/edit"): SESSION,
     ("GET", "/ui/ns/{ns}/review"): SESSION,
+    ("POST", "/ui/ns/{ns}/review"): SESSION,
     ("POST", "/ui/ns/{ns}/review/{id}"): SESSION,
     ("GET", "/ui/ns/{ns}/jobs"): SESSION,
     ("POST", "/ui/ns/{ns}/jobs/{id}/retry"): SESSION,

@@ -12,9 +12,11 @@ import httpx
 from sqlalchemy import select, update
 
 from domain.jobs import Priority
+from store import evidence as evidence_repo
 from store import jobs as jobs_repo
+from store import reflections as reflection_repo
 from store.database import Database
-from store.models import Job, Reflection
+from store.models import Job, Reflection, Trajectory
 
 
 @dataclass
@@ -74,13 +76,14 @@ def seed(api: httpx.Client | Any, namespace: str, *, episodes: int = 6, marker: 
 
 
 def add_retrievals(api: Any, seeded: Seeded, *, count: int = 4) -> None:
-    """Retrievals made during the first episode, with outcomes reported."""
+    """Retrievals made during the first episode, with outcomes reported; each but
+    the last names the step it served (the last: none, as older agents send)."""
     base = f"/v1/namespaces/{seeded.namespace}"
     for i in range(count):
-        r = api.post(
-            f"{base}/retrieve",
-            json={"state": {"observation": STATES[i % len(STATES)]}, "k": 5, "trajectory_id": seeded.trajectories[0]},
-        )
+        body = {"state": {"observation": STATES[i % len(STATES)]}, "k": 5, "trajectory_id": seeded.trajectories[0]}
+        if i < count - 1:
+            body["step"] = i % 3
+        r = api.post(f"{base}/retrieve", json=body)
         assert r.status_code == 200, r.text
         rid = r.json()["retrieval_id"]
         seeded.retrievals.append(rid)
@@ -126,3 +129,94 @@ def make_review_cases(
             row.uses, row.successes, row.failures = 100, 1, 99
             ids.append(row.id)
     return ids
+
+
+LLM_REFLECTOR = "llm_heuristics"  # reflectors.prompted.common.HEURISTICS_NAME
+LONG_GUIDELINE = (
+    "Before trying any locked door, look around the room for a key of the door's colour; take it, walk to "
+    "the door, face it and only then use toggle. Never toggle a locked door without its key: it wastes a "
+    "step and the episode's budget. The end of this guideline is the part a 140-character cut used to hide."
+)
+
+
+def add_llm_candidates(db: Database, namespace: str, trajectory_id: str, *, suffix: str = "") -> list[str]:
+    """Candidates as the LLM reflectors write them (two heuristics, one skill), each
+    citing steps 1-2 of `trajectory_id`; the first heuristic has a long guideline.
+    `suffix` ends their ids (to add another batch)."""
+    drafts = [
+        (
+            "heuristic",
+            "h_llm_keys",
+            {
+                "trigger": "a locked door and a key in the room",
+                "guideline": LONG_GUIDELINE,
+                "rationale": "keys open doors of their colour",
+                "importance": 1,
+            },
+        ),
+        (
+            "heuristic",
+            "h_llm_dark",
+            {
+                "trigger": "a dark room",
+                "guideline": "take the lamp first",
+                "rationale": "nothing is visible without light",
+                "importance": 1,
+            },
+        ),
+        (
+            "skill",
+            "s_llm_garden",
+            {
+                "name": "reach the garden",
+                "when_to_use": "the garden is east",
+                "preconditions": [],
+                "steps": ["go east", "open the gate"],
+                "importance": 1,
+            },
+        ),
+    ]
+    with db.write() as s:
+        traj_pk = s.scalar(
+            select(Trajectory.pk).where(Trajectory.namespace == namespace, Trajectory.id == trajectory_id)
+        )
+        for kind, name, content in drafts:
+            id_ = name + suffix
+            text = " ".join(str(v) for v in content.values() if isinstance(v, str))
+            row = reflection_repo.create_reflection(
+                s,
+                {
+                    "namespace": namespace,
+                    "id": id_,
+                    "kind": kind,
+                    "content": {**content, "text": text},
+                    "text": text,
+                    "reflector": LLM_REFLECTOR if kind == "heuristic" else "llm_skills",
+                    "reflector_version": "p1",
+                    "status": "candidate",
+                    "environment": "grid",
+                },
+                actor=f"reflector:{LLM_REFLECTOR}",
+            )
+            evidence_repo.create_evidence(s, row.pk, [evidence_repo.EvidenceIn(traj_pk, 1, 2, success=True)])
+            evidence_repo.update_evidence_stats(s, [row.pk])
+    return [d[1] + suffix for d in drafts]
+
+
+def add_merges(db: Database, namespace: str, reflection_id: str, count: int) -> None:
+    """`count` automatic merges (as the LLM pool records them: the importance counter
+    goes up by one each time, nothing else changes)."""
+    with db.write() as s:
+        row = reflection_repo.read_reflection(s, namespace, reflection_id, for_update=True)
+        assert row is not None
+        for _ in range(count):
+            importance = int(row.content.get("importance", 1)) + 1
+            row.content = {**row.content, "importance": importance}
+            reflection_repo.update_reflection_status(
+                s,
+                row,
+                row.status,
+                action="merge",
+                actor="reflector:llm_heuristics",
+                note=f"the same heuristic again; importance now {importance}",
+            )

@@ -112,6 +112,15 @@ def test_an_operator_of_one_namespace_sees_nothing_of_another(world: UiWorld) ->
     assert r.status_code == 404
     r = web.post("/ui/ns/other/reflections/bulk", data={"csrf_token": token, "action": "retire", "confirm_count": "1"})
     assert r.status_code == 404
+    r = web.post("/ui/ns/other/review", data={"csrf_token": token, "id": other_reflection, "decision": "retire"})
+    assert r.status_code == 404
+    # Its id among this namespace's selected rows is not found here: refused, not changed.
+    r = web.post(
+        "/ui/ns/mem/review",
+        data={"csrf_token": token, "id": [other_reflection], "decision": "retire"},
+        follow_redirects=False,
+    )
+    assert r.status_code == 303 and "decided=0&refused=1" in r.headers["location"]
     assert _state(world, other_reflection) == before
 
 
@@ -135,6 +144,7 @@ def test_forms_without_or_with_a_wrong_csrf_token_are_refused_and_change_nothing
         (f"/ui/ns/mem/reflections/{target}/status", {"status": "retired"}),
         (f"/ui/ns/mem/reflections/{target}/edit", {"content": '{"observation": "x", "action": "y"}', "text": "x"}),
         (f"/ui/ns/mem/review/{target}", {"decision": "retire"}),
+        ("/ui/ns/mem/review", {"decision": "retire", "id": target}),
         ("/ui/ns/mem/reflections/bulk", {"action": "retire", "confirm_count": "1000"}),
         (f"/ui/ns/mem/jobs/{world.failed_job_id}/retry", {}),
         ("/ui/admin/keys", {"role": "admin", "namespaces": "*"}),

@@ -25,7 +25,18 @@ from migrations import upgrade
 from store.database import Database
 from store.models import Reflection, Retrieval
 from tests.conftest import ADMIN_KEY, REPO, LiveServer, start_server
-from tests.ui.seed import STATES, Seeded, add_failed_job, add_retrievals, make_review_cases, seed
+from tests.ui.seed import (
+    LLM_REFLECTOR,
+    LONG_GUIDELINE,
+    STATES,
+    Seeded,
+    add_failed_job,
+    add_llm_candidates,
+    add_merges,
+    add_retrievals,
+    make_review_cases,
+    seed,
+)
 
 CHROMIUM = "/usr/bin/chromium"
 SHOTS = Path(os.environ.get("REFLEXA_UI_SCREENSHOTS", REPO / "test-artifacts" / "ui"))
@@ -203,8 +214,8 @@ def test_an_operator_session_from_sign_in_to_sign_out(site: Any, browser: Any) -
     page.wait_for_url("**done=edit")
     assert page.get_by_text("Saved as a new version").is_visible()
     assert page.locator("h1").get_by_text("version 2").is_visible()
-    assert page.locator("pre.diff span.add", has_text="go left carefully").count() == 1
-    assert page.locator("pre.diff span.del", has_text='"go left"').count() == 1
+    assert page.locator(".diff ins", has_text="carefully").count() == 1  # a word-level diff
+    assert page.locator(".diff", has_text="go left carefully").count() == 1
     shot(page, "08-reflection-edited")
 
     # Retire: it leaves retrieval results over the API.
@@ -290,4 +301,89 @@ def test_an_operator_session_from_sign_in_to_sign_out(site: Any, browser: Any) -
     page.wait_for_url("**/ui/login")
     page.goto("/ui/ns/mem")
     assert "/ui/login" in page.url
+    context.close()
+
+
+def test_the_review_queue_filtered_to_llm_candidates_from_the_keyboard(site: Any, browser: Any) -> None:
+    server, api, main, _, _ = site
+    db = Database(server.database_url)
+    try:
+        bulk = add_llm_candidates(db, "mem", main.trajectories[0])[:2]
+        single = add_llm_candidates(db, "mem", main.trajectories[0], suffix="-2")[:2]
+        add_merges(db, "mem", bulk[0], 22)
+    finally:
+        db.dispose()
+    context = browser.new_context(viewport={"width": 1280, "height": 900}, base_url=server.url)
+    page = context.new_page()
+    page.set_default_timeout(15_000)
+    page.goto("/ui/login")
+    page.get_by_label("API key").fill(ADMIN_KEY)
+    page.get_by_role("button", name="Sign in").click()
+    page.wait_for_url("**/ui/namespaces")
+
+    def current() -> str:
+        return page.locator(".review-item.current h2 a").get_attribute("href").rsplit("/", 1)[1]
+
+    page.goto(f"/ui/ns/mem/review?reflector={LLM_REFLECTOR}")
+    assert page.locator("h1").inner_text().endswith("4 waiting")
+    assert page.get_by_text(LONG_GUIDELINE).first.is_visible()  # the whole guideline
+    assert page.locator(".review-item").first.locator("dl.excerpt").first.is_visible()  # a cited step
+    shot(page, "18-review-llm")
+
+    # `?` shows the shortcuts over the page; Escape hides them.
+    page.keyboard.press("?")
+    assert page.locator("#shortcuts.overlay dl").is_visible()
+    shot(page, "19-review-shortcuts")
+    page.keyboard.press("Escape")
+    assert page.locator("#shortcuts.overlay").count() == 0
+
+    # The newest first at equal impact: the second batch, then the first.
+    order = [current()]
+    page.keyboard.press("j")
+    order.append(current())
+    page.keyboard.press("k")
+    assert current() == order[0] and order[1] != order[0]
+
+    # r retires the focused item, a approves the next (each a decision of its own).
+    with page.expect_navigation():
+        page.keyboard.press("r")
+    assert "done=retire" in page.url and f"reflector={LLM_REFLECTOR}" in page.url
+    retired = order[0]
+    approved = current()
+    with page.expect_navigation():
+        page.keyboard.press("a")
+    assert page.get_by_text("Approved.").is_visible()
+    assert {retired, approved} == set(single)
+
+    # x selects rows; one decision on the selected ones.
+    assert {current()} | {
+        page.locator(".review-item").nth(1).locator("h2 a").get_attribute("href").rsplit("/", 1)[1]
+    } == set(bulk)
+    page.keyboard.press("x")
+    page.keyboard.press("j")
+    page.keyboard.press("x")
+    assert page.locator("[data-select]:checked").count() == 2
+    assert page.locator("[data-selected-count]").inner_text() == "2 ticked"
+    page.get_by_label("Note for the selected").fill("both hold up")
+    page.get_by_role("button", name="Approve selected").click()
+    page.wait_for_url("**decided=2*")
+    assert page.get_by_text("2 approved.").is_visible()
+    assert page.get_by_text("Nothing to review under these filters").is_visible()
+    shot(page, "20-review-decided")
+    for rid, action, note in [(retired, "retire", None), (approved, "approve", None)] + [
+        (rid, "approve", "both hold up") for rid in bulk
+    ]:
+        last = api.get(f"/v1/namespaces/mem/reflections/{rid}/history").json()[-1]
+        assert (last["action"], last["actor"], last["note"]) == (action, "key:admin-env", note), rid
+
+    # Its history: the 22 automatic merges are one row until opened.
+    page.goto(f"/ui/ns/mem/reflections/{bulk[0]}")
+    votes = page.locator("li.votes")
+    assert votes.locator("summary").inner_text().startswith("22 merges, importance 1→23")
+    assert not votes.locator("li").first.is_visible()
+    height = page.evaluate("document.documentElement.scrollHeight")
+    votes.locator("summary").click()
+    assert votes.locator("li").count() == 22 and votes.locator("li").first.is_visible()
+    assert page.evaluate("document.documentElement.scrollHeight") > height + 500  # what folding saved
+    shot(page, "21-reflection-merges-opened")
     context.close()

@@ -8,12 +8,13 @@ import json
 import re
 from pathlib import Path
 
+from markupsafe import escape
 from sqlalchemy import func, select
 
 from store.models import Reflection, Retrieval, RetrievalItem
 from tests.conftest import ADMIN_KEY
 from tests.ui.conftest import UiWorld, build_world
-from tests.ui.seed import STATES
+from tests.ui.seed import LLM_REFLECTOR, LONG_GUIDELINE, STATES, add_llm_candidates, add_merges
 from tests.ui.ui_client import csrf_of, post_form
 
 
@@ -111,7 +112,10 @@ def test_reflection_page_edit_makes_a_version_with_a_diff(world: UiWorld) -> Non
     assert r.status_code == 303 and r.headers["location"].endswith("?done=edit")
     page = web.get(r.headers["location"]).text
     assert "Saved as a new version" in page and "version 2" in page
-    assert '<span class="add">+  &#34;action&#34;: &#34;open the door gently&#34;' in page
+    # A word-level diff of the field that changed, escaped.
+    diff = re.search(r'<div class="diff" aria-label="changes in version 2">(.*?)</div>', page, re.S).group(1)
+    assert '<span class="field">action</span>: ' in diff and "<ins>open the door gently</ins>" in diff
+    assert re.search(r"<del>[^<]+</del>", diff)
     assert "“clearer”" in page and "key:admin-env" in page
     after = world.api.get(f"/v1/namespaces/mem/reflections/{rid}").json()
     assert (
@@ -247,6 +251,7 @@ def test_retrieval_log_shows_state_scores_and_outcome(world: UiWorld) -> None:
     rid = world.main.retrievals[0]
     page = web.get(f"/ui/ns/mem/retrievals/{rid}").text
     assert "A red key lies on the table" in page and "✓ success" in page and "Similarity" in page
+    assert 'href="/ui/ns/mem/trajectories/mem-ep0?highlight=0#step-0">mem-ep0, step 0</a>' in page  # the step it served
     assert re.search(r"<td class=\"n\">1</td><td><a href=\"/ui/ns/mem/reflections/", page)
     assert "mem-ep0" in web.get("/ui/ns/mem/retrievals?trajectory_id=mem-ep0").text
 
@@ -493,3 +498,151 @@ def test_a_retrieval_page_shows_the_context_served_and_what_its_outcome_credited
     page = web.get(f"/ui/ns/mem/retrievals/{world.main.retrievals[0]}").text
     assert "None kept" in page and 'id="served-context"' not in page
     assert "/ui/ns/mem/preview?state=" in page  # ask the same again, now
+
+
+def test_review_queue_filters_by_reason_kind_and_reflector_with_full_content_and_cited_steps(world: UiWorld) -> None:
+    llm = add_llm_candidates(world.db, "mem", "mem-ep0")
+    web = world.web(ADMIN_KEY)
+    page = web.get("/ui/ns/mem/review").text
+    assert "All (7)" in page and "Candidate (5)" in page and "Below baseline (2)" in page
+    assert f"{LLM_REFLECTOR} (2)" in page and "llm_skills (1)" in page
+    # The LLM candidates, whatever their impact: a filter by reflector.
+    page = web.get(f"/ui/ns/mem/review?reflector={LLM_REFLECTOR}").text
+    assert "2 waiting" in page and "All (2)" in page and "Candidate (2)" in page  # tabs count under the filter
+    assert "h_llm_keys" in page and "h_llm_dark" in page and "s_llm_garden" not in page
+    assert not any(rid in page for rid in world.review_ids)
+    assert str(escape(LONG_GUIDELINE)) in page  # the whole guideline, not a cut
+    assert "keys open doors of their colour" in page and "a locked door and a key in the room" in page
+    # The cited steps inline (state, action, result), linked to the trajectory's anchor.
+    assert page.count('href="/ui/ns/mem/trajectories/mem-ep0?highlight=1-2#step-1"') == 2
+    assert "<dt>Step 1 state</dt><dd>You are in a hallway." in page and "<code>go left</code>" in page
+    assert "<dt>Step 2 state</dt>" in page
+    # Decisions keep the filters: the form sends them back.
+    assert f'name="reflector" value="{LLM_REFLECTOR}"' in page
+    page = web.get("/ui/ns/mem/review?reason=candidate&kind=skill").text
+    assert "1 waiting" in page and "s_llm_garden" in page and "h_llm_keys" not in page
+    page = web.get("/ui/ns/mem/review?reason=below_baseline").text
+    assert "2 waiting" in page and all(rid in page for rid in world.review_ids[2:]) and llm[0] not in page
+    assert web.get("/ui/ns/mem/review?reason=bored").status_code == 422
+
+
+def test_one_decision_on_the_selected_rows_is_recorded_for_each(world: UiWorld) -> None:
+    llm = add_llm_candidates(world.db, "mem", "mem-ep0")
+    web = world.web(ADMIN_KEY)
+    url = f"/ui/ns/mem/review?reflector={LLM_REFLECTOR}"
+    token = csrf_of(web.get(url).text)
+    r = web.post(
+        "/ui/ns/mem/review",
+        data={
+            "csrf_token": token,
+            "id": llm[:2],
+            "decision": "approve",
+            "note": "both right",
+            "reflector": LLM_REFLECTOR,
+        },
+        follow_redirects=False,
+    )
+    assert r.status_code == 303
+    assert r.headers["location"] == f"/ui/ns/mem/review?reflector={LLM_REFLECTOR}&done=approve&decided=2"
+    page = web.get(r.headers["location"]).text
+    assert "2 approved." in page and "Nothing to review under these filters" in page
+    for rid in llm[:2]:
+        last = world.api.get(f"/v1/namespaces/mem/reflections/{rid}/history").json()[-1]
+        assert (last["action"], last["actor"], last["note"]) == ("approve", "key:admin-env", "both right")
+    # A state that does not allow the decision is refused; the others go through.
+    below = world.review_ids[2]
+    r = web.post(
+        "/ui/ns/mem/review",
+        data={"csrf_token": token, "id": [llm[0], below, llm[2]], "decision": "retire"},
+        follow_redirects=False,
+    )
+    assert "decided=3" in r.headers["location"]
+    r = web.post("/ui/ns/mem/review", data={"csrf_token": token, "id": [llm[0], "no-such-id"], "decision": "keep"})
+    assert r.status_code == 200 and "0 kept; 2 refused" in r.text
+    assert world.api.get(f"/v1/namespaces/mem/reflections/{below}").json()["status"] == "retired"
+    r = web.post("/ui/ns/mem/review", data={"csrf_token": token, "decision": "retire"}, follow_redirects=False)
+    assert r.status_code == 422 and "<code>id</code>" in r.text
+
+
+def test_reflection_history_folds_merges_and_lists_where_it_was_served(world: UiWorld) -> None:
+    llm = add_llm_candidates(world.db, "mem", "mem-ep0")
+    add_merges(world.db, "mem", llm[0], 22)
+    web = world.web(ADMIN_KEY)
+    url = f"/ui/ns/mem/reflections/{llm[0]}"
+    content = world.api.get(f"/v1/namespaces/mem/reflections/{llm[0]}").json()["content"]
+    edited = {**content, "guideline": content["guideline"].replace("look around the room", "search the room")}
+    r = post_form(web, url, f"{url}/edit", {"content": json.dumps(edited), "note": "shorter"})
+    assert r.status_code == 303
+    page = web.get(url).text
+    history = page[page.index('id="h-history"') :]
+    runs = re.findall(r'<li class="votes"><details><summary>([^·<]+)', history)
+    assert runs == ["22 merges, importance 1→23 "]
+    # The merges are there, folded: each inside the one <details>.
+    folded = history[history.index("<details>") : history.index("</details>")]
+    assert folded.count("<strong>merge</strong>") == 22 and "<strong>create</strong>" not in folded
+    # The edit after them: a word-level diff of the guideline, escaped.
+    assert "door, <del>look around </del><ins>search </ins>the room" in history
+    # Served in: the newest retrievals that served an item, linked, with the outcome.
+    served = _reflection_ids(world, "active")
+    for rid in served:
+        page = web.get(f"/ui/ns/mem/reflections/{rid}").text
+        if "Served in (the newest 0)" not in page:
+            break
+    section = page[page.index('id="h-served-in"') : page.index('id="h-history"')]
+    assert re.search(r'href="/ui/ns/mem/retrievals/r_[0-9a-f]{32}"', section)
+    assert "✓ success" in section or "✗ failure" in section
+    assert re.search(r'href="/ui/ns/mem/trajectories/mem-ep0\?highlight=\d#step-\d"', section)
+
+
+def test_reflections_sort_by_utility_and_uses_with_cursors_and_retrievals_follow_their_step(
+    database_url: str, tmp_path: Path
+) -> None:
+    for world in build_world(database_url, tmp_path, page_size=2):
+        with world.db.write() as s:  # varied utility counters to sort on
+            rows = s.scalars(select(Reflection).where(Reflection.namespace == "mem").order_by(Reflection.pk)).all()
+            for n, row in enumerate(rows):
+                row.uses, row.successes, row.failures = n % 5 * 3, n % 3, n % 5 * 3 - n % 3
+        listed = world.api.get("/v1/namespaces/mem/reflections", params={"limit": 200}).json()["items"]
+        api = {r["id"]: r["utility"] for r in listed}
+        anyone = world.api.post(
+            "/v1/namespaces/mem/retrieve",
+            json={"state": {"observation": "x"}, "k": 1, "filters": {"status": ["active", "candidate", "retired"]}},
+        ).json()["items"][0]
+        baseline = anyone["utility"]["baseline"]
+
+        def mean(u: dict, baseline: float = baseline) -> float:
+            return (2 * baseline + u["successes"]) / (2 + u["successes"] + u["failures"])
+
+        web = world.web(ADMIN_KEY)
+        for sort, value, descending in [
+            ("uses", lambda u: u["uses"], True),
+            ("utility", mean, True),
+            ("utility_low", mean, False),
+        ]:
+            seen: list[str] = []
+            url = f"/ui/ns/mem/reflections?sort={sort}"
+            while url:
+                page = web.get(url).text
+                seen += re.findall(r'<td><a href="/ui/ns/mem/reflections/([^"?/]+)">', page)
+                nxt = re.search(r'rel="next" href="([^"]+)"', page)
+                url = nxt.group(1).replace("&amp;", "&") if nxt else ""
+            assert sorted(seen) == sorted(api), sort  # every row once across the pages
+            values = [value(api[rid]) for rid in seen]
+            assert values == sorted(values, reverse=descending), (sort, values)
+        assert web.get("/ui/ns/mem/reflections?sort=uses&cursor=" + "x").status_code == 422
+
+        # The trajectory: each retrieval right after the step it served; the one that
+        # named no step at the end of the last page; 2 steps a page.
+        rids = world.main.retrievals  # steps 0, 1, 2, then none
+        first = web.get("/ui/ns/mem/trajectories/mem-ep0").text
+        assert 'id="step-1"' in first and 'id="step-2"' not in first and "page 1 of 2" in first
+        assert first.index('id="step-0"') < first.index(rids[0]) < first.index('id="step-1"') < first.index(rids[1])
+        assert rids[2] not in first and rids[3] not in first.split('id="step-1"')[1].split("<h2")[0]
+        last = web.get("/ui/ns/mem/trajectories/mem-ep0?highlight=2-2").text  # an evidence link opens its page
+        assert 'id="step-2" class="step highlight"' in last and 'id="step-0"' not in last
+        assert (
+            last.index('id="step-2"')
+            < last.index(rids[2])
+            < last.index("Retrievals that named no step")
+            < last.index(rids[3])
+        )

@@ -144,6 +144,12 @@ class EpisodeSender:
             self._warn_dropping()
         return True
 
+    @property
+    def next_index(self) -> int:
+        """The index the next accepted step will get."""
+        with self._lock:
+            return self._next_index
+
     def add_step(self, body: dict[str, Any]) -> int | None:
         """Queue a validated step; its index, or ``None`` if the buffer is full."""
         with self._lock:

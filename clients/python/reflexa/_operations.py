@@ -310,6 +310,7 @@ def retrieve_request(
     snapshot: str | None,
     consistency_token: str | None,
     wait_timeout_ms: int,
+    step: int | None = None,
 ) -> RetrieveRequest:
     """The retrieve body from the client's arguments, validated; a format name is
     accepted for ``render``. ``wait_timeout_ms`` is only sent along with a token."""
@@ -329,6 +330,7 @@ def retrieve_request(
             "filters": filters,
             "render": render,
             "trajectory_id": trajectory_id,
+            "step": step,
             "snapshot": snapshot,
             "consistency_token": consistency_token,
             "wait_timeout_ms": wait_timeout_ms if consistency_token is not None else None,

@@ -404,6 +404,7 @@ class Client:
         snapshot: str | None = None,
         consistency: Literal["session", "none"] | str = "session",
         wait_timeout_ms: int = 5000,
+        step: int | None = None,
     ) -> RetrieveResult:
         """What past experience says about a state like this one: ranked items, each
         with its evidence and utility, and with ``render`` (``"markdown"``, ``"text"``,
@@ -415,7 +416,9 @@ class Client:
         policy_version, status, exclude_tasks, exclude_trajectory_ids, as_of) narrow
         it; ``mmr_lambda`` diversifies it. Give ``trajectory_id`` for the episode the
         answer serves: its outcome then credits the served items when it closes.
-        Otherwise report how it went with :meth:`report_retrieval_outcome`.
+        Otherwise report how it went with :meth:`report_retrieval_outcome`. ``step``,
+        the index of the episode's step taken with the answer, is logged with it (the
+        operator UI shows the retrieval beside that step).
 
         ``consistency``: ``"session"`` (the default) waits, up to ``wait_timeout_ms``,
         until this client's own writes to the namespace since its last such retrieve
@@ -452,6 +455,7 @@ class Client:
                 snapshot=snapshot,
                 consistency_token=token,
                 wait_timeout_ms=wait_timeout_ms,
+                step=step,
             )
             return self._transport.send(ops.retrieve(ns, request))
 

@@ -240,7 +240,8 @@ class Episode:
     ) -> RetrieveResult:
         """:meth:`reflexa.Client.retrieve` for this episode's current state; waits for the answer.
 
-        The retrieval is tied to this episode (``trajectory_id``), so its outcome
+        The retrieval is tied to this episode (``trajectory_id``) and to the step
+        recorded next (``step``: the one taken with its answer), so its outcome
         credits the served items when it closes; ``task`` and ``environment``
         default to the episode's. Its id is added to :attr:`retrieval_ids`. It does
         not wait for this episode's own unsent steps, which are not searchable
@@ -263,6 +264,7 @@ class Episode:
             trajectory_id=self.id,
             consistency=consistency,
             wait_timeout_ms=wait_timeout_ms,
+            step=self._sender.next_index,
         )
         if result.retrieval_id is not None:  # always, for a live retrieve
             with self._retrievals_lock:

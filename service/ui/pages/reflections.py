@@ -18,11 +18,17 @@ from service.reflections.schemas import ReflectionUpdate
 from service.ui import charts
 from service.ui.params import MAX_TEXT, Fields, validated
 from service.ui.web import UI_PREFIX, UiSessionDep, ns_url, read_form, redirect, render
-from store.reflections import ReflectionFilters
+from store.reflections import SORTS, ReflectionFilters
 
 router = APIRouter(prefix=UI_PREFIX + "/ns/{ns}/reflections", include_in_schema=False)
 
 FILTERS = ("kind", "status", "environment", "reflector", "utility_min", "utility_max")
+SORT_LABELS = {
+    "newest": "newest",
+    "utility": "utility, best first",
+    "utility_low": "utility, worst first",
+    "uses": "uses",
+}
 NOTICES = {
     "approve": "Approved.",
     "retire": "Retired: it no longer appears in retrieval results.",
@@ -47,8 +53,16 @@ def _filters(f: Fields, baseline: float) -> ReflectionFilters:
 def reflections(request: Request, ns: Ns, session: UiSessionDep, services: ServicesDep) -> Response:
     f = Fields(request.query_params)
     filters = _filters(f, services.inspect.baseline(ns) if session.principal.can_see(ns) else 0.5)
-    params = f.given((*FILTERS, "q", "cursor"))
-    context = {"ns": ns, "params": params, "kinds": KINDS, "statuses": STATUSES, "search": None}
+    params = f.given((*FILTERS, "sort", "q", "cursor"))
+    sort = f.choice("sort", ("newest", *SORTS))
+    context = {
+        "ns": ns,
+        "params": params,
+        "kinds": KINDS,
+        "statuses": STATUSES,
+        "sorts": SORT_LABELS,
+        "search": None,
+    }
     query = f.text("q", max_length=MAX_TEXT)
     if query is not None:
         statuses = [filters.status] if filters.status else list(STATUSES)
@@ -59,7 +73,12 @@ def reflections(request: Request, ns: Ns, session: UiSessionDep, services: Servi
     else:
         cursor = f.text("cursor", max_length=400)
         page = services.reflections.list(
-            session.principal, ns, filters, cursor=cursor, limit=services.settings.ui.page_size
+            session.principal,
+            ns,
+            filters,
+            cursor=cursor,
+            limit=services.settings.ui.page_size,
+            sort=None if sort in (None, "newest") else sort,
         )
         context["page"] = page
         context["utilities"] = services.inspect.utilities(ns, page.items)

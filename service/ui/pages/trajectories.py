@@ -61,10 +61,29 @@ def _highlight(raw: str | None) -> set[int]:
 
 @router.get("/{id}")
 def trajectory(request: Request, ns: Ns, id: TrajectoryId, session: UiSessionDep, services: ServicesDep) -> Response:
+    f = Fields(request.query_params)
     episode = services.inspect.episode(session.principal, ns, id)
-    highlight = _highlight(Fields(request.query_params).text("highlight", max_length=40))
+    highlight = _highlight(f.text("highlight", max_length=40))
+    size = services.settings.ui.page_size
+    steps = episode.trajectory.steps or []
+    pages = max(1, -(-len(steps) // size))
+    # An evidence link names its steps, not a page: open the page that holds them.
+    position = next((i for i, s in enumerate(steps) if s.index in highlight), 0)
+    number = min(f.integer("page", minimum=1) or position // size + 1, pages)
+    shown = steps[(number - 1) * size : number * size]
+    by_step, unplaced = episode.placed()
     return render(
         request,
         "trajectory.html",
-        {"ns": ns, "t": episode.trajectory, "retrievals": episode.retrievals, "highlight": highlight},
+        {
+            "ns": ns,
+            "t": episode.trajectory,
+            "steps": shown,
+            "page_number": number,
+            "pages": pages,
+            "by_step": by_step,
+            "unplaced": unplaced,
+            "retrieval_count": len(episode.retrievals),
+            "highlight": highlight,
+        },
     )

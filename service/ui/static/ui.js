@@ -16,7 +16,24 @@
     link.addEventListener("click", function (event) { event.preventDefault(); history.back(); });
   });
 
-  // Review queue: j/k move, a approve (or keep), r retire, s skip, n note.
+  // `?` shows the page's shortcut list as an overlay (without script it is a
+  // <details> at the end of the page); Escape or `?` again hides it.
+  var shortcuts = document.querySelector("[data-shortcuts]");
+  if (shortcuts) {
+    document.addEventListener("keydown", function (event) {
+      var tag = (event.target.tagName || "").toLowerCase();
+      if (tag === "input" || tag === "textarea" || tag === "select") return;
+      var shown = shortcuts.classList.contains("overlay");
+      if (event.key === "?" || (event.key === "Escape" && shown)) {
+        shortcuts.classList.toggle("overlay", !shown);
+        shortcuts.open = !shown;
+        if (!shown) shortcuts.querySelector("summary").focus();
+        event.preventDefault();
+      }
+    });
+  }
+
+  // Review queue: j/k move, a approve (or keep), r retire, s skip, x select, n note.
   var queue = document.querySelector("[data-review]");
   if (!queue) return;
   var items = Array.prototype.slice.call(queue.querySelectorAll(".review-item"));
@@ -58,8 +75,24 @@
     }
     else if (key === "a" || key === "r") { if (!press(key)) return; }
     else if (key === "n") { var note = items[current].querySelector("[data-note]"); if (note) note.focus(); }
+    else if (key === "x") {
+      var box = items[current].querySelector("[data-select]");
+      if (!box) return;
+      box.checked = !box.checked;
+      box.dispatchEvent(new Event("change", { bubbles: true }));
+    }
     else { return; }
     event.preventDefault();
+  });
+
+  // The selection's size beside the buttons that act on it.
+  var count = document.querySelector("[data-selected-count]");
+  queue.addEventListener("change", function () {
+    if (count) count.textContent = queue.querySelectorAll("[data-select]:checked").length + " ticked";
+    items.forEach(function (item) {
+      var box = item.querySelector("[data-select]");
+      item.classList.toggle("selected", !!(box && box.checked));
+    });
   });
 
   show(current);

@@ -21,6 +21,7 @@ from service.limits.checks import LimitChecker
 from service.namespaces.service import NamespaceService
 from service.operator.bulk import BulkService
 from service.operator.inspect import InspectService
+from service.operator.learning import LearningService
 from service.operator.overview import OverviewService
 from service.operator.review import ReviewRuleFactory, ReviewService
 from service.reflections.service import ReflectionService
@@ -102,6 +103,7 @@ class Services:
     review: ReviewService
     bulk: BulkService
     inspect: InspectService
+    learning: LearningService
     ui_sessions: UiSessionService
 
     @classmethod
@@ -154,5 +156,6 @@ class Services:
             review=ReviewService(db, namespaces, reflections, review_rule),
             bulk=BulkService(db, namespaces, settings.ui.max_bulk_items),
             inspect=InspectService(db, namespaces, reflections, trajectories, retrieval),
+            learning=LearningService(db, namespaces),
             ui_sessions=UiSessionService(db, keys, settings.ui.session_hours),
         )

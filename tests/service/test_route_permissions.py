@@ -178,6 +178,7 @@ UI_RULES: dict[tuple[str, str], str] = {
     ("POST", "/ui/logout"): SESSION,
     ("GET", "/ui/namespaces"): SESSION,
     ("GET", "/ui/ns/{ns}"): SESSION,
+    ("GET", "/ui/ns/{ns}/learning"): SESSION,
     ("GET", "/ui/ns/{ns}/trajectories"): SESSION,
     ("GET", "/ui/ns/{ns}/trajectories/{id}"): SESSION,
     ("GET", "/ui/ns/{ns}/reflections"): SESSION,

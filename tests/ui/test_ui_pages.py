@@ -30,7 +30,7 @@ def test_overview_shows_counts_charts_queue_and_latency(world: UiWorld) -> None:
     assert page.count('<svg class="chart"') == 3
     assert "Trajectories per day" in page and "Success rate per day" in page
     assert "reflect.contrastive" in page  # the failed job's kind in the queue table
-    assert re.search(r"<p class=\"big\">6</p><p>67% succeeded", page)  # 6 episodes, 4 succeeded
+    assert re.search(r"<p class=\"big\">6</p><p>67% of all episodes succeeded", page)  # 6 episodes, 4 succeeded
     assert re.search(r"\d+\.\d ms</p><p>p50", page)  # retrievals carry their server time
     assert "No snapshot pins" in page
     assert (

@@ -13,6 +13,7 @@ from domain.errors import Conflict, InvalidInput
 from domain.reflections import KINDS, STATUSES
 from service.auth import Permission
 from service.deps import ServicesDep
+from service.operator.learning import thin
 from service.params import Ns, ReflectionId
 from service.reflections.schemas import ReflectionUpdate
 from service.ui import charts
@@ -154,6 +155,21 @@ def _reflection_page(
             ("no outcome", [day.served - day.successes - day.failures for day in d.served_by_day]),
         ],
     )
+    credits = services.learning.utility_over_time(session.principal, ns, id)
+    utility_points = thin(credits)
+    utility_chart = charts.lines(
+        "Posterior utility after each credited outcome",
+        [str(p.credit) for p in utility_points],
+        [
+            ("posterior mean", [p.utility.mean for p in utility_points]),
+            ("mean − 1 s.d.", [p.utility.mean - p.utility.std for p in utility_points]),
+            ("mean + 1 s.d.", [p.utility.mean + p.utility.std for p in utility_points]),
+        ],
+        percent=True,
+        references=[("namespace baseline", d.utility.baseline)],
+        x_label="credited outcomes, oldest first",
+        y_label="utility",
+    )
     notice = NOTICES.get(request.query_params.get("done", ""))
     return render(
         request,
@@ -164,6 +180,9 @@ def _reflection_page(
             "d": d,
             "u": d.utility,
             "served_chart": chart,
+            "utility_points": utility_points,
+            "utility_credits": len(credits),
+            "utility_chart": utility_chart,
             "notice": notice,
             "edit_error": edit_error,
             "edit_text": edit_text,

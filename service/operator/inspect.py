@@ -42,21 +42,36 @@ class VersionEntry:
     diff: list[str]  # unified diff of the content against the entry before it; empty: unchanged
 
 
+def text_diff(before: str, after: str, after_name: str) -> list[str]:
+    """A unified diff of two texts, without the ---/+++ header (the page names both)."""
+    if before == after:
+        return []
+    return list(difflib.unified_diff(before.splitlines(), after.splitlines(), "before", after_name, lineterm="", n=2))[
+        2:
+    ]
+
+
 def version_entries(versions: list[ReflectionVersionRead]) -> list[VersionEntry]:
     out = []
     previous: str | None = None
     for v in versions:
         text = content_text(v.content)
-        diff = []
-        if previous is not None and text != previous:
-            diff = list(
-                difflib.unified_diff(
-                    previous.splitlines(), text.splitlines(), "before", f"version {v.version}", lineterm="", n=2
-                )
-            )[2:]  # the ---/+++ header says nothing the page does not
+        diff = [] if previous is None else text_diff(previous, text, f"version {v.version}")
         out.append(VersionEntry(v, diff))
         previous = text
     return out
+
+
+@dataclass
+class StaleEdit:
+    """An edit made against an older version: what others changed since, and what the
+    edit would change in the current version (so it can be resubmitted knowingly)."""
+
+    base_version: int
+    since: list[VersionEntry]  # the history entries after the version edited, oldest first
+    changed_since: list[str]  # content diff: the version edited -> the current one
+    content_diff: list[str]  # the current content -> the edit's
+    text_diff: list[str]  # the current text -> the edit's
 
 
 @dataclass
@@ -158,6 +173,21 @@ class InspectService:
             served_total=sum(d.served for d in served),
             outcome_successes=sum(d.successes for d in served),
             outcome_failures=sum(d.failures for d in served),
+        )
+
+    def stale_edit(
+        self, principal: Principal, ns: str, id: str, base_version: int, content: dict[str, Any], text: str | None
+    ) -> StaleEdit:
+        current = self.reflections.get(principal, ns, id)
+        entries = version_entries(self.reflections.history(principal, ns, id))
+        base = next((e.version.content for e in entries if e.version.version == base_version), None)
+        now = content_text(current.content)
+        return StaleEdit(
+            base_version=base_version,
+            since=[e for e in entries if e.version.version > base_version],
+            changed_since=[] if base is None else text_diff(content_text(base), now, f"version {current.version}"),
+            content_diff=text_diff(now, content_text(content), "your edit"),
+            text_diff=[] if text is None else text_diff(current.text, text, "your edit"),
         )
 
     def episode(self, principal: Principal, ns: str, trajectory_id: str) -> Episode:

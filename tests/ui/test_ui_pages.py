@@ -130,8 +130,38 @@ def test_an_edit_that_is_not_json_or_is_stale_changes_nothing(world: UiWorld) ->
     r = post_form(
         web, url, f"{url}/edit", {"content": json.dumps({"observation": "o", "action": "a"}), "expected_version": "7"}
     )
-    assert r.status_code == 409 and "version_match" in r.text
+    assert r.status_code == 409 and "is at version 1, not 7" in r.text
     assert world.api.get(f"/v1/namespaces/mem/reflections/{rid}").json()["version"] == 1
+
+
+def test_a_stale_edit_keeps_the_form_shows_what_changed_and_can_be_resubmitted(world: UiWorld) -> None:
+    web = world.web(ADMIN_KEY)
+    rid = _reflection_ids(world, "active")[-1]
+    url = f"/ui/ns/mem/reflections/{rid}"
+    page = web.get(url).text  # the operator opens version 1 ...
+    content = world.api.get(f"/v1/namespaces/mem/reflections/{rid}").json()["content"]
+    theirs = {**content, "action": "open the door gently"}
+    # ... while someone else saves version 2.
+    other = {**content, "result": "the door creaks"}
+    r = world.api.patch(
+        f"/v1/namespaces/mem/reflections/{rid}", json={"content": other, "note": "meanwhile", "expected_version": 1}
+    )
+    assert r.status_code == 200, r.text
+    form = {"content": json.dumps(theirs), "text": "my text", "note": "mine", "expected_version": "1"}
+    r = web.post(f"{url}/edit", data={"csrf_token": csrf_of(page), **form})
+    assert r.status_code == 409
+    assert "open the door gently" in r.text and ">my text</textarea>" in r.text  # what was typed is kept
+    assert "Changed since version 1" in r.text and "the door creaks" in r.text and "“meanwhile”" in r.text
+    assert "Your edit against version 2" in r.text
+    assert 'name="expected_version" value="2"' in r.text and "Save my edit over version 2" in r.text
+    assert world.api.get(f"/v1/namespaces/mem/reflections/{rid}").json()["version"] == 2
+    # Resubmitting the form as the 409 page holds it saves it over version 2.
+    r = web.post(
+        f"{url}/edit", data={"csrf_token": csrf_of(r.text), **form, "expected_version": "2"}, follow_redirects=False
+    )
+    assert r.status_code == 303
+    after = world.api.get(f"/v1/namespaces/mem/reflections/{rid}").json()
+    assert (after["version"], after["text"], after["content"]["action"]) == (3, "my text", "open the door gently")
 
 
 def test_retire_and_restore_leave_and_rejoin_retrieval(world: UiWorld) -> None:

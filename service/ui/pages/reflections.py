@@ -13,6 +13,7 @@ from domain.errors import Conflict, InvalidInput
 from domain.reflections import KINDS, STATUSES
 from service.auth import Permission
 from service.deps import ServicesDep
+from service.operator.inspect import StaleEdit
 from service.operator.learning import thin
 from service.params import Ns, ReflectionId
 from service.reflections.schemas import ReflectionUpdate
@@ -142,6 +143,7 @@ def _reflection_page(
     edit_error: str | None = None,
     edit_text: str | None = None,
     edit_content: str | None = None,
+    stale: StaleEdit | None = None,
     status_code: int = 200,
 ) -> Response:
     d = services.inspect.reflection(session.principal, ns, id)
@@ -187,6 +189,7 @@ def _reflection_page(
             "edit_error": edit_error,
             "edit_text": edit_text,
             "edit_content": edit_content,
+            "stale": stale,
         },
         status_code=status_code,
     )
@@ -252,4 +255,28 @@ async def edit(request: Request, ns: Ns, id: ReflectionId, session: UiSessionDep
         await run_in_threadpool(services.reflections.update, session.principal, ns, id, body)
     except InvalidInput as exc:
         return await run_in_threadpool(refused, exc.message)
+    except Conflict as exc:
+        if exc.rule != "version_match" or body.expected_version is None:
+            raise
+        base, message = body.expected_version, exc.message
+
+        def stale() -> Response:
+            # The current version with the form as typed, what changed in between and
+            # what the edit would change now; the form now expects the current version,
+            # so sending it again saves it over that one.
+            diff = services.inspect.stale_edit(session.principal, ns, id, base, content, text)
+            return _reflection_page(
+                request,
+                ns,
+                id,
+                session,
+                services,
+                edit_error=message,
+                edit_text=text,
+                edit_content=raw_content,
+                stale=diff,
+                status_code=409,
+            )
+
+        return await run_in_threadpool(stale)
     return redirect(ns_url(ns, "reflections", id) + "?done=edit")

@@ -258,6 +258,24 @@ def test_bulk_actions_confirm_the_count_and_refuse_a_changed_set(world: UiWorld)
     assert (history["action"], history["note"]) == ("retire", "spring cleaning")
 
 
+def test_a_bulk_action_without_a_filter_needs_the_explicit_everything_confirmation(world: UiWorld) -> None:
+    web = world.web(ADMIN_KEY)
+    page = web.get("/ui/ns/mem/reflections/bulk?action=retire").text
+    not_retired = [r for r in _reflection_ids(world, kind="exemplar") if r not in _reflection_ids(world, "retired")]
+    assert 'name="everything" value="true" required' in page  # no filter: the box must be ticked
+    for rid in not_retired[-3:]:  # the preview lists (the newest of) what would change
+        assert rid in page
+    count = re.search(r'name="confirm_count" value="(\d+)"', page).group(1)
+    form = {"csrf_token": csrf_of(page), "action": "retire", "confirm_count": count}
+    r = web.post("/ui/ns/mem/reflections/bulk", data=form)
+    assert r.status_code == 422 and "<code>everything</code>" in r.text
+    assert _reflection_ids(world, "retired") == []
+    r = web.post("/ui/ns/mem/reflections/bulk", data={**form, "everything": "true"})
+    assert r.status_code == 200 and f"{count} reflections retired" in r.text
+    filtered = web.get("/ui/ns/mem/reflections/bulk?action=approve&kind=exemplar").text
+    assert 'name="everything"' not in filtered  # a filter is set: no extra confirmation
+
+
 def test_failed_jobs_show_their_error_and_retry(world: UiWorld) -> None:
     web = world.web(ADMIN_KEY)
     page = web.get("/ui/ns/mem/jobs").text

@@ -13,6 +13,7 @@ from domain.errors import Conflict, InvalidInput
 from domain.reflections import KINDS, STATUSES
 from service.auth import Permission
 from service.deps import ServicesDep
+from service.operator.bulk import is_unfiltered
 from service.operator.inspect import StaleEdit
 from service.operator.learning import thin
 from service.params import Ns, ReflectionId
@@ -73,12 +74,21 @@ def bulk_confirm(request: Request, ns: Ns, session: UiSessionDep, services: Serv
     f = Fields(request.query_params)
     action = f.choice("action", ("retire", "approve")) or "retire"
     filters = _filters(f, services.inspect.baseline(ns) if session.principal.can_see(ns) else 0.5)
-    count = services.bulk.count(session.principal, ns, filters, action)
-    return render(
-        request,
-        "bulk_confirm.html",
-        {"ns": ns, "action": action, "count": count, "filters": list(f.given(FILTERS).items())},
-    )
+    return render(request, "bulk_confirm.html", _bulk_context(ns, action, filters, f, session, services))
+
+
+def _bulk_context(
+    ns: str, action: str, filters: ReflectionFilters, f: Fields, session: UiSessionDep, services: ServicesDep
+) -> dict[str, object]:
+    """The confirmation: the count, the filters, the first few items the action changes."""
+    return {
+        "ns": ns,
+        "action": action,
+        "count": services.bulk.count(session.principal, ns, filters, action),
+        "preview": services.bulk.preview(session.principal, ns, filters, action),
+        "unfiltered": is_unfiltered(filters),
+        "filters": list(f.given(FILTERS).items()),
+    }
 
 
 @router.post("/bulk")
@@ -103,22 +113,14 @@ async def bulk_apply(request: Request, ns: Ns, session: UiSessionDep, services: 
             action,
             confirmed_count=confirmed,
             note=f.text("note", max_length=MAX_TEXT),
+            everything=f.boolean("everything") is True,
         )
     except Conflict as exc:
         if exc.rule != "count_changed":
             raise
-        count = await run_in_threadpool(services.bulk.count, session.principal, ns, filters, action)
+        context = await run_in_threadpool(_bulk_context, ns, action, filters, f, session, services)
         return render(
-            request,
-            "bulk_confirm.html",
-            {
-                "ns": ns,
-                "action": action,
-                "count": count,
-                "filters": list(f.given(FILTERS).items()),
-                "notice": f"The set changed: {exc.message}.",
-            },
-            status_code=409,
+            request, "bulk_confirm.html", {**context, "notice": f"The set changed: {exc.message}."}, status_code=409
         )
     done = "retired" if action == "retire" else "approved"
     return render(

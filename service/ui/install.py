@@ -11,10 +11,21 @@ from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from domain.errors import ReflexaError
-from service.ui.pages import admin, auth, jobs, learning, overview, reflections, retrievals, review, trajectories
+from service.ui.pages import (
+    admin,
+    auth,
+    export,
+    jobs,
+    learning,
+    overview,
+    reflections,
+    retrievals,
+    review,
+    trajectories,
+)
 from service.ui.web import HERE, UI_PREFIX, SignInRequired, error_page, sign_in_redirect
 
-PAGES = (auth, overview, learning, trajectories, reflections, review, jobs, retrievals, admin)
+PAGES = (auth, overview, learning, trajectories, export, reflections, review, jobs, retrievals, admin)
 
 
 def ui_reflexa_error(request: Request, exc: ReflexaError) -> Response:

@@ -32,6 +32,7 @@ def review(request: Request, ns: Ns, session: UiSessionDep, services: ServicesDe
             "page": page,
             "focus": focus,
             "params": f.given(("cursor",)),
+            "refresh": f.integer("refresh", minimum=5),
             "utilities": services.inspect.utilities(ns, [e.reflection for e in page.entries]),
             "notice": NOTICES.get(request.query_params.get("done", "")),
         },

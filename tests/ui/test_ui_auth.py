@@ -76,6 +76,7 @@ def test_an_operator_of_one_namespace_sees_nothing_of_another(world: UiWorld) ->
     typed_by_hand = [
         "/ui/ns/other",
         "/ui/ns/other/learning",
+        "/ui/ns/other/export?dataset=trajectories",
         "/ui/ns/other/trajectories",
         f"/ui/ns/other/trajectories/{other_traj}",
         "/ui/ns/other/reflections",

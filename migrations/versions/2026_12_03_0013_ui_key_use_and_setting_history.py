@@ -47,9 +47,7 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint("pk", name=op.f("pk_namespace_setting_changes")),
         sqlite_autoincrement=True,
     )
-    op.create_index(
-        "ix_namespace_setting_changes_ns", "namespace_setting_changes", ["namespace", "pk"], unique=False
-    )
+    op.create_index("ix_namespace_setting_changes_ns", "namespace_setting_changes", ["namespace", "pk"], unique=False)
 
 
 def downgrade() -> None:

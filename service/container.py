@@ -21,6 +21,7 @@ from service.limits.checks import LimitChecker
 from service.namespaces.service import NamespaceService
 from service.operator.bulk import BulkService
 from service.operator.inspect import InspectService
+from service.operator.learning import LearningService
 from service.operator.overview import OverviewService
 from service.operator.preview import PreviewService
 from service.operator.review import ReviewRuleFactory, ReviewService
@@ -104,6 +105,7 @@ class Services:
     bulk: BulkService
     inspect: InspectService
     preview: PreviewService
+    learning: LearningService
     ui_sessions: UiSessionService
 
     @classmethod
@@ -158,5 +160,6 @@ class Services:
             bulk=BulkService(db, namespaces, settings.ui.max_bulk_items),
             inspect=InspectService(db, namespaces, reflections, trajectories, retrieval),
             preview=PreviewService(db, namespaces, retrieval, check),
+            learning=LearningService(db, namespaces),
             ui_sessions=UiSessionService(db, keys, settings.ui.session_hours),
         )

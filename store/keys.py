@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 
-from sqlalchemy import delete, select
+from sqlalchemy import delete, or_, select, update
 from sqlalchemy.orm import Session
 
 from store.models import ApiKey, utcnow
@@ -62,3 +62,14 @@ def update_key_revoked(session: Session, row: ApiKey) -> None:
     if row.revoked_at is None:
         row.revoked_at = utcnow()
         session.flush()
+
+
+def update_key_used(session: Session, key_id: str, at: datetime, resolution: timedelta) -> None:
+    """Record a use at `at` unless one within `resolution` is already recorded (a
+    conditional UPDATE: replicas racing on the same key write at most once)."""
+    k = ApiKey
+    session.execute(
+        update(k)
+        .where(k.id == key_id, or_(k.last_used_at.is_(None), k.last_used_at < at - resolution))
+        .values(last_used_at=at)
+    )

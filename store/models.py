@@ -110,6 +110,9 @@ class ApiKey(Base):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime)  # a rotated key's grace period ends
+    # Refreshed at most once a minute per key (store.keys.update_key_used): what an
+    # operator needs to find a dead key, without a write on every request.
+    last_used_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
 
 
 class KeyBucket(Base):
@@ -638,3 +641,20 @@ class UiSession(Base):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     expires_at: Mapped[datetime] = mapped_column(UTCDateTime)
     ended_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+
+
+class NamespaceSettingChange(Base):
+    """Audit history of a namespace's settings: one row per setting a save changed
+    (its dotted path, the value before and after), written in the same transaction
+    as the change."""
+
+    __tablename__ = "namespace_setting_changes"
+    __table_args__ = (Index("ix_namespace_setting_changes_ns", "namespace", "pk"), NO_REUSE)
+
+    pk: Mapped[int] = mapped_column(BigPK, primary_key=True, autoincrement=True)
+    namespace: Mapped[str] = mapped_column(ForeignKey("namespaces.name", ondelete="CASCADE"))
+    path: Mapped[str] = mapped_column(String(300))  # e.g. "ranking.similarity_band"
+    old_value: Mapped[Any | None] = mapped_column(JSONType)
+    new_value: Mapped[Any | None] = mapped_column(JSONType)
+    actor: Mapped[str] = mapped_column(String(100))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)

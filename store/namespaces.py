@@ -9,7 +9,7 @@ from typing import Any
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
-from store.models import Namespace, utcnow
+from store.models import Namespace, NamespaceSettingChange, utcnow
 
 
 def read_namespace(session: Session, name: str) -> Namespace | None:
@@ -56,3 +56,26 @@ def read_frozen(session: Session, name: str) -> bool:
 
 def list_frozen(session: Session) -> list[str]:
     return list(session.scalars(select(Namespace.name).where(Namespace.frozen.is_(True)).order_by(Namespace.name)))
+
+
+def create_setting_changes(
+    session: Session, namespace: str, changes: list[tuple[str, Any, Any]], *, actor: str
+) -> None:
+    """One history row per changed setting: (dotted path, old value, new value)."""
+    at = utcnow()
+    session.add_all(
+        NamespaceSettingChange(namespace=namespace, path=path, old_value=old, new_value=new, actor=actor, created_at=at)
+        for path, old, new in changes
+    )
+    session.flush()
+
+
+def list_setting_changes(
+    session: Session, namespace: str, *, before_pk: int | None, limit: int
+) -> list[NamespaceSettingChange]:
+    """Newest first, keyset-paged on pk."""
+    c = NamespaceSettingChange
+    stmt = select(c).where(c.namespace == namespace)
+    if before_pk is not None:
+        stmt = stmt.where(c.pk < before_pk)
+    return list(session.scalars(stmt.order_by(c.pk.desc()).limit(limit)))

@@ -71,6 +71,7 @@ class TrajectoryFilter:
     group_ids: tuple[str, ...] | None = None  # any of these rollout groups
     task: str | None = None
     task_hash: str | None = None  # with `task` (the index leads by it); alone, every task of that hash
+    task_contains: str | None = None  # a case-insensitive substring of the task (no index: a scan)
     success: bool | None = None
     status: str | None = None
     created_after: datetime | None = None
@@ -97,6 +98,9 @@ class TrajectoryFilter:
             )
             if value is not None
         ]
+        if self.task_contains is not None:
+            # autoescape: a typed % or _ is matched as itself, not as a wildcard
+            out.append(c["task"].icontains(self.task_contains, autoescape=True))
         if self.group_ids is not None:
             out.append(c["group_id"].in_(sorted(set(self.group_ids))))
         if self.created_after is not None:

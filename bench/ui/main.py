@@ -171,10 +171,20 @@ def floors(database_url: str) -> tuple[dict[str, Callable[[], Any]], dict[str, s
         row = refl_repo.read_reflection(s, NS, refl_id)
         evidence.list_evidence_summaries(s, [row.pk], 1000)
         refl_repo.list_reflection_versions(s, row.pk)
+        overview.list_credited_outcomes(s, row.pk, row.id, 3)  # its utility over time
         return overview.list_served_by_day(s, row.pk)
+
+    def learning_queries(s: Any) -> Any:
+        episodes = overview.count_closed_episodes(s, NS)
+        return (
+            overview.list_episode_blocks(s, NS, max(1, -(-episodes // 20))),
+            overview.list_policy_versions(s, NS, 50),
+            overview.list_reflector_stats(s, NS, baseline, ranking.PRIOR_STRENGTH),
+        )
 
     cases: dict[str, Callable[[], Any]] = {
         "overview": read(overview_queries),
+        "learning (episode blocks, policy versions, reflectors)": read(learning_queries),
         "trajectories": read(
             lambda s: traj_repo.list_trajectories(s, NS, TrajectoryFilter(), before_pk=None, limit=PAGE + 1)
         ),
@@ -187,7 +197,7 @@ def floors(database_url: str) -> tuple[dict[str, Callable[[], Any]], dict[str, s
         "reflections": read(refl_page(ReflectionFilters())),
         "reflections, active exemplars": read(refl_page(ReflectionFilters(kind="exemplar", status="active"))),
         "reflections, utility 0–0.3": read(refl_page(ReflectionFilters(utility_max=0.3, baseline=baseline))),
-        "reflection (evidence, history, served chart)": read(reflection_detail),
+        "reflection (evidence, history, served and utility charts)": read(reflection_detail),
         "review queue": read(
             lambda s: (
                 overview.list_review_queue(s, NS, rule, before=None, limit=PAGE + 1),
@@ -207,13 +217,14 @@ def floors(database_url: str) -> tuple[dict[str, Callable[[], Any]], dict[str, s
     }
     urls = {
         "overview": f"/ui/ns/{NS}",
+        "learning (episode blocks, policy versions, reflectors)": f"/ui/ns/{NS}/learning",
         "trajectories": f"/ui/ns/{NS}/trajectories",
         "trajectories, failed in one environment": f"/ui/ns/{NS}/trajectories?environment={env}&success=false",
         "trajectory (20 steps, its retrievals)": f"/ui/ns/{NS}/trajectories/{traj_id}",
         "reflections": f"/ui/ns/{NS}/reflections",
         "reflections, active exemplars": f"/ui/ns/{NS}/reflections?kind=exemplar&status=active",
         "reflections, utility 0–0.3": f"/ui/ns/{NS}/reflections?utility_max=0.3",
-        "reflection (evidence, history, served chart)": f"/ui/ns/{NS}/reflections/{refl_id}",
+        "reflection (evidence, history, served and utility charts)": f"/ui/ns/{NS}/reflections/{refl_id}",
         "review queue": f"/ui/ns/{NS}/review",
         "jobs (failed)": f"/ui/ns/{NS}/jobs",
         "retrieval log": f"/ui/ns/{NS}/retrievals",

@@ -45,6 +45,9 @@ class ExportQuery(BaseModel):
     policy_version: str | None = None
     group_id: str | None = None
     task: str | None = Field(None, description="exact task text")
+    task_contains: str | None = Field(
+        None, min_length=1, max_length=2000, description="a part of the task text, in any case (% and _ are literal)"
+    )
     success: bool | None = Field(
         None, description="trajectories and attempts (the next attempt's) only: sft and preferences select by outcome"
     )

@@ -186,6 +186,7 @@ class ExportService:
             group_id=query.group_id,
             task=query.task,
             task_hash=task_hash(query.task) if query.task is not None else None,
+            task_contains=query.task_contains,
             success=query.success,
             created_after=query.created_after,
             created_before=query.created_before,

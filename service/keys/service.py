@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import logging
 import re
 import secrets
 import time
 from dataclasses import dataclass
 from datetime import timedelta
 
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
 from domain.errors import Conflict, InvalidInput, NotFound, Unauthorized
@@ -15,12 +17,17 @@ from domain.schemas import NAMESPACE_PATTERN
 from service.auth import Permission, Principal, hash_key, new_key_secret
 from service.keys.schemas import KeyCreate, KeyCreated, KeyRead, KeyRotate
 from store import keys as repo
+from store import namespaces as namespaces_repo
 from store import ui_sessions
 from store.database import Database
 from store.models import ApiKey, utcnow
 
 _NAMESPACE_RE = re.compile(NAMESPACE_PATTERN)
 ENV_ADMIN_KEY_ID = "admin-env"
+# A key's last use is recorded at this resolution: at most one write a minute per
+# key, on a lookup that missed the cache, never one per request.
+LAST_USED_RESOLUTION = timedelta(seconds=60)
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -57,11 +64,14 @@ class KeyService:
         self._cache: dict[str, tuple[float, Principal]] = {}
 
     def create(self, principal: Principal, body: KeyCreate) -> KeyCreated:
+        """Over the API and the UI a key names only namespaces that exist: a typo
+        would otherwise make a key that silently sees nothing."""
         principal.require(Permission.KEYS_MANAGE)
-        return self.create_unchecked(body)
+        return self.create_unchecked(body, existing_only=True)
 
-    def create_unchecked(self, body: KeyCreate) -> KeyCreated:
-        """For the CLI (`reflexa keys create`), which has database access, not a key."""
+    def create_unchecked(self, body: KeyCreate, *, existing_only: bool = False) -> KeyCreated:
+        """For the CLI (`reflexa keys create`), which has database access, not a key
+        (and may make a key for a namespace about to be created)."""
         for i, ns in enumerate(body.namespaces):
             if ns != "*" and not _NAMESPACE_RE.match(ns):
                 raise InvalidInput(
@@ -72,6 +82,13 @@ class KeyService:
         secret = new_key_secret()
 
         def work(session: Session) -> KeyCreated:
+            for i, ns in enumerate(body.namespaces):
+                if existing_only and ns != "*" and namespaces_repo.read_namespace(session, ns) is None:
+                    raise InvalidInput(
+                        f"namespaces[{i}] {ns!r}: no such namespace (create it first)",
+                        field=f"namespaces[{i}]",
+                        rule="namespace_exists",
+                    )
             row = repo.create_key(
                 session,
                 id="key_" + secrets.token_hex(8),
@@ -163,8 +180,18 @@ class KeyService:
                     raise Unauthorized("this API key was rotated and its grace period is over; use the new key")
                 trusted_for = min(trusted_for, left)  # a rotated key is never trusted past its expiry
             principal = self.principal_of(row)
+            last_used = row.last_used_at
+        if last_used is None or utcnow() - last_used >= LAST_USED_RESOLUTION:
+            self._record_use(principal.key_id)
         self._cache[digest] = (now + trusted_for, principal)
         return principal
+
+    def _record_use(self, key_id: str) -> None:
+        """Best effort: a busy database delays the record, never the request."""
+        try:
+            self.db.run_write(lambda s: repo.update_key_used(s, key_id, utcnow(), LAST_USED_RESOLUTION))
+        except SQLAlchemyError as exc:
+            logger.warning("could not record the use of key %s: %s", key_id, exc)
 
     def _cached(self, digest: str) -> Principal | None:
         hit = self._cache.get(digest)

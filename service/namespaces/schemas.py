@@ -34,3 +34,13 @@ class NamespaceRead(ResponseModel):
 
 class NamespacePage(Page[NamespaceRead]):
     pass
+
+
+class SettingChangeRead(ResponseModel):
+    """One setting changed by a save: its dotted path, the value before and after."""
+
+    path: str
+    old_value: Any = None
+    new_value: Any = None
+    actor: str
+    created_at: datetime

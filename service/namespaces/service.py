@@ -13,12 +13,27 @@ from sqlalchemy.orm import Session
 from domain.errors import Conflict, InvalidInput, NotFound
 from domain.settings import NamespaceSettings, parse_settings
 from service.auth import Permission, Principal
-from service.namespaces.schemas import NamespaceCreate, NamespaceRead
+from service.namespaces.schemas import NamespaceCreate, NamespaceRead, SettingChangeRead
+from service.pagination import keyset_page
 from store import namespaces as repo
 from store.database import Database
 
 RANKING_INPUTS_TTL = 1.0  # seconds
 R = TypeVar("R")
+
+
+def setting_changes(before: dict[str, Any], after: dict[str, Any], prefix: str = "") -> list[tuple[str, Any, Any]]:
+    """(dotted path, old, new) for every setting that differs; objects are walked,
+    anything else (numbers, text, lists) compared whole."""
+    out = []
+    for name in sorted(before.keys() | after.keys()):
+        old, new = before.get(name), after.get(name)
+        path = prefix + name
+        if isinstance(old, dict) and isinstance(new, dict):
+            out += setting_changes(old, new, path + ".")
+        elif old != new:
+            out.append((path, old, new))
+    return out
 
 
 class NamespaceService:
@@ -98,12 +113,32 @@ class NamespaceService:
             ) from None
 
         def work(session: Session) -> None:
-            self.require(session, ns)
+            row = repo.read_namespace(session, ns)
+            if row is None:
+                raise NotFound(f"namespace {ns!r} not found", field="namespace")
+            before = parse_settings(row.settings).model_dump(mode="json")
             repo.update_settings(session, ns, settings)
+            # In the same transaction: no change without its history row.
+            repo.create_setting_changes(session, ns, setting_changes(before, settings), actor=f"key:{principal.key_id}")
 
         self.db.run_write(work)
         self._inputs.pop(ns, None)
         return settings
+
+    def setting_history(
+        self, principal: Principal, ns: str, *, cursor: str | None, limit: int
+    ) -> tuple[list[SettingChangeRead], str | None]:
+        """Who changed which setting when, newest first."""
+        principal.require(Permission.NAMESPACES_CONFIGURE, ns)
+        with self.db.read() as session:
+            self.require(session, ns)
+            rows, next_cursor = keyset_page(
+                lambda before, n: repo.list_setting_changes(session, ns, before_pk=before, limit=n),
+                cursor=cursor,
+                limit=limit,
+                key=lambda c: c.pk,
+            )
+            return [SettingChangeRead.from_row(r) for r in rows], next_cursor
 
     def create(self, principal: Principal, body: NamespaceCreate) -> tuple[NamespaceRead, bool]:
         """Returns (namespace, created). An identical repeat is a replay; a

@@ -19,11 +19,28 @@ from service.namespaces.service import NamespaceService
 from service.reflections.service import ReflectionService
 from store import reflections as repo
 from store.database import Database
+from store.models import Reflection
 from store.reflections import ReflectionFilters
 
 BulkAction = Literal["retire", "approve"]
 TARGET = {"retire": "retired", "approve": "active"}
 CHUNK = 500
+PREVIEW = 10  # reflections listed on the confirmation
+
+
+def is_unfiltered(filters: ReflectionFilters) -> bool:
+    """No filter narrows the set: the action would reach every reflection."""
+    return all(
+        value is None
+        for value in (
+            filters.kind,
+            filters.status,
+            filters.environment,
+            filters.reflector,
+            filters.utility_min,
+            filters.utility_max,
+        )
+    )
 
 
 @dataclass
@@ -54,6 +71,17 @@ class BulkService:
             self.namespaces.require(session, ns)
             return repo.count_reflections(session, ns, pending)
 
+    def preview(
+        self, principal: Principal, ns: str, filters: ReflectionFilters, action: str, limit: int = PREVIEW
+    ) -> list[Reflection]:
+        """The newest of the reflections the action would change (what the operator is
+        about to touch, not only how many)."""
+        principal.require(Permission.REFLECTIONS_CURATE, ns)
+        pending = self._pending(filters, action)
+        with self.db.read() as session:
+            self.namespaces.require(session, ns)
+            return repo.list_reflections(session, ns, pending, before_pk=None, limit=limit)
+
     def apply(
         self,
         principal: Principal,
@@ -63,7 +91,16 @@ class BulkService:
         *,
         confirmed_count: int,
         note: str | None,
+        everything: bool = False,
     ) -> BulkResult:
+        """`everything`: the operator confirmed an action with no filter at all (the
+        whole namespace); without it an unfiltered action is refused."""
+        if not everything and is_unfiltered(filters):
+            raise InvalidInput(
+                "filters: choose at least one filter, or confirm the action on every reflection of the namespace",
+                field="everything",
+                rule="filter_or_everything",
+            )
         pending = self._pending(filters, action)
         matched = self.count(principal, ns, filters, action)
         if matched != confirmed_count:

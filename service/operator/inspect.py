@@ -4,6 +4,8 @@ with what outcomes; an episode with the retrievals made during it; the retrieval
 
 from __future__ import annotations
 
+import difflib
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -30,6 +32,31 @@ from store.database import Database
 EPISODE_RETRIEVALS = 500  # at most this many retrievals shown with one episode
 SEARCH_K = 20
 SERVED_IN = 20  # the newest retrievals listed on a reflection's page
+
+
+def content_text(content: dict[str, Any]) -> str:
+    return json.dumps(content, indent=2, sort_keys=True, ensure_ascii=False)
+
+
+def text_diff(before: str, after: str, after_name: str) -> list[str]:
+    """A unified diff of two texts, without the ---/+++ header (the page names both)."""
+    if before == after:
+        return []
+    return list(difflib.unified_diff(before.splitlines(), after.splitlines(), "before", after_name, lineterm="", n=2))[
+        2:
+    ]
+
+
+@dataclass
+class StaleEdit:
+    """An edit made against an older version: what others changed since, and what the
+    edit would change in the current version (so it can be resubmitted knowingly)."""
+
+    base_version: int
+    since: list[VersionEntry]  # the history entries after the version edited, oldest first
+    changed_since: list[str]  # content diff: the version edited -> the current one
+    content_diff: list[str]  # the current content -> the edit's
+    text_diff: list[str]  # the current text -> the edit's
 
 
 @dataclass
@@ -147,6 +174,21 @@ class InspectService:
             served_total=sum(d.served for d in served),
             outcome_successes=sum(d.successes for d in served),
             outcome_failures=sum(d.failures for d in served),
+        )
+
+    def stale_edit(
+        self, principal: Principal, ns: str, id: str, base_version: int, content: dict[str, Any], text: str | None
+    ) -> StaleEdit:
+        current = self.reflections.get(principal, ns, id)
+        history = self.reflections.history(principal, ns, id)
+        base = next((v.content for v in history if v.version == base_version), None)
+        now = content_text(current.content)
+        return StaleEdit(
+            base_version=base_version,
+            since=[VersionEntry(v, []) for v in history if v.version > base_version],
+            changed_since=[] if base is None else text_diff(content_text(base), now, f"version {current.version}"),
+            content_diff=text_diff(now, content_text(content), "your edit"),
+            text_diff=[] if text is None else text_diff(current.text, text, "your edit"),
         )
 
     def episode(self, principal: Principal, ns: str, trajectory_id: str) -> Episode:

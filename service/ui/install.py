@@ -11,10 +11,22 @@ from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from domain.errors import ReflexaError
-from service.ui.pages import admin, auth, jobs, overview, preview, reflections, retrievals, review, trajectories
+from service.ui.pages import (
+    admin,
+    auth,
+    export,
+    jobs,
+    learning,
+    overview,
+    preview,
+    reflections,
+    retrievals,
+    review,
+    trajectories,
+)
 from service.ui.web import HERE, UI_PREFIX, SignInRequired, error_page, sign_in_redirect
 
-PAGES = (auth, overview, trajectories, reflections, review, jobs, retrievals, preview, admin)
+PAGES = (auth, overview, learning, trajectories, export, reflections, review, jobs, retrievals, preview, admin)
 
 
 def ui_reflexa_error(request: Request, exc: ReflexaError) -> Response:

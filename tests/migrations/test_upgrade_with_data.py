@@ -356,3 +356,33 @@ def test_0012_downgrades_and_upgrades_with_data(fresh_url: str, tmp_path: Path) 
     with TestClient(create_app(settings), headers={"Authorization": f"Bearer {KEY}"}) as agent:
         steps = agent.get(f"/v1/namespaces/{NS}/trajectories/t1").json()["steps"]
     assert [(s["policy_version"], s["rollout_logprobs"], s["rollout_token_ids"]) for s in steps] == [(None,) * 3] * 2
+
+
+def test_0016_downgrades_and_upgrades_with_data(fresh_url: str, tmp_path: Path) -> None:
+    """Down to 0015 drops only the keys' last use and the settings history (every other
+    row and column stays); up again brings them back empty."""
+    upgrade(fresh_url)
+    engine = create_engine(fresh_url)
+    head = MetaData()
+    head.reflect(engine)
+    rows = _rows(b"\0" * 4 * 8, "hashing", 8)
+    rows["api_keys"][0]["last_used_at"] = T0
+    rows["namespace_setting_changes"] = [
+        {"namespace": NS, "path": "gamma", "old_value": 0.95, "new_value": 0.9, "actor": "key:x", "created_at": T0}
+    ]
+    with engine.begin() as conn:
+        for name, table_rows in rows.items():
+            conn.execute(head.tables[name].insert(), table_rows)
+    downgrade(fresh_url, "0015")
+    old = MetaData()
+    old.reflect(engine)
+    assert "last_used_at" not in old.tables["api_keys"].c and "namespace_setting_changes" not in old.tables
+    before = _snapshot(fresh_url, old)
+    del rows["namespace_setting_changes"]
+    assert {name: len(before[name]) for name in rows} == {name: len(r) for name, r in rows.items()}
+    upgrade(fresh_url)
+    assert _snapshot(fresh_url, old) == before
+    with engine.connect() as conn:
+        assert conn.execute(select(head.tables["api_keys"].c.last_used_at)).scalars().all() == [None]
+        assert conn.execute(select(head.tables["namespace_setting_changes"])).all() == []
+    engine.dispose()

@@ -90,6 +90,11 @@ def test_key_request_validation(two: TestClient) -> None:
     assert r.status_code == 422 and r.json()["error"]["field"] == "namespaces[0]"
     r = two.post("/v1/keys", json={"role": "agent", "namespaces": []})
     assert r.status_code == 422 and r.json()["error"]["field"] == "namespaces"
+    # A namespace that does not exist (a typo would make a key that sees nothing).
+    r = two.post("/v1/keys", json={"role": "agent", "namespaces": ["alpha", "alpah"]})
+    assert r.status_code == 422 and r.json()["error"]["field"] == "namespaces[1]"
+    assert r.json()["error"]["rule"] == "namespace_exists"
+    assert not [k for k in two.get("/v1/keys").json() if k["namespaces"] == ["alpah", "alpha"]]
 
 
 def test_admin_key_generated_on_first_start_and_shown_once(

@@ -179,6 +179,8 @@ UI_RULES: dict[tuple[str, str], str] = {
     ("POST", "/ui/logout"): SESSION,
     ("GET", "/ui/namespaces"): SESSION,
     ("GET", "/ui/ns/{ns}"): SESSION,
+    ("GET", "/ui/ns/{ns}/learning"): SESSION,
+    ("GET", "/ui/ns/{ns}/export"): SESSION,
     ("GET", "/ui/ns/{ns}/trajectories"): SESSION,
     ("GET", "/ui/ns/{ns}/trajectories/{id}"): SESSION,
     ("GET", "/ui/ns/{ns}/reflections"): SESSION,
@@ -198,6 +200,7 @@ UI_RULES: dict[tuple[str, str], str] = {
     ("GET", "/ui/admin/keys"): ADMIN,
     ("POST", "/ui/admin/keys"): ADMIN,
     ("POST", "/ui/admin/keys/{id}/revoke"): ADMIN,
+    ("POST", "/ui/admin/keys/{id}/rotate"): ADMIN,
     ("GET", "/ui/ns/{ns}/settings"): ADMIN,
     ("POST", "/ui/ns/{ns}/settings"): ADMIN,
 }

@@ -77,6 +77,8 @@ def test_an_operator_of_one_namespace_sees_nothing_of_another(world: UiWorld) ->
     other_retrieval = r.json()["retrieval_id"]
     typed_by_hand = [
         "/ui/ns/other",
+        "/ui/ns/other/learning",
+        "/ui/ns/other/export?dataset=trajectories",
         "/ui/ns/other/trajectories",
         f"/ui/ns/other/trajectories/{other_traj}",
         "/ui/ns/other/reflections",
@@ -148,6 +150,8 @@ def test_forms_without_or_with_a_wrong_csrf_token_are_refused_and_change_nothing
         ("/ui/ns/mem/reflections/bulk", {"action": "retire", "confirm_count": "1000"}),
         (f"/ui/ns/mem/jobs/{world.failed_job_id}/retry", {}),
         ("/ui/admin/keys", {"role": "admin", "namespaces": "*"}),
+        ("/ui/admin/keys/admin-env/rotate", {"grace_seconds": "0"}),
+        ("/ui/ns/mem/settings", {"settings": '{"gamma": 0.5}'}),
         ("/ui/logout", {}),
     ]
     for action, data in forms:
@@ -159,6 +163,8 @@ def test_forms_without_or_with_a_wrong_csrf_token_are_refused_and_change_nothing
     assert _state(world, target) == before
     assert world.api.get("/v1/namespaces/mem/jobs/" + str(world.failed_job_id)).json()["status"] == "failed"
     assert len(world.api.get("/v1/keys").json()) == 1
+    assert world.api.get("/v1/keys").json()[0]["expires_at"] is None  # not rotated
+    assert world.api.get("/v1/namespaces/mem").json()["settings"]["gamma"] == 0.95
     assert web.get("/ui/namespaces").status_code == 200  # still signed in: the logout was refused too
 
 

@@ -266,6 +266,22 @@ def test_an_operator_session_from_sign_in_to_sign_out(site: Any, browser: Any) -
     assert page.get_by_text(f"Job {job_id} is queued again.").is_visible()
     assert api.get(f"/v1/namespaces/mem/jobs/{job_id}").json()["status"] in ("queued", "running", "done", "failed")
 
+    # Live regions: with the review page open, an item decided elsewhere leaves the
+    # count without a reload (ui.js refetches every 15 s).
+    page.goto("/ui/ns/mem/review")
+    total = page.locator("#review-total").inner_text()
+    first = page.locator(".review-item h2 a").first.get_attribute("href").rsplit("/", 1)[-1]
+    assert api.patch(f"/v1/namespaces/mem/reflections/{first}", json={"status": "retired"}).status_code == 200
+    sync_api.expect(page.locator("#review-total")).not_to_have_text(total, timeout=40_000)  # no reload here
+    assert int(page.locator("#review-total").inner_text().split()[0]) == int(total.split()[0]) - 1
+
+    # Learning over time: curves with legends and axis labels, the same numbers in tables.
+    page.goto("/ui/ns/mem/learning")
+    assert page.locator("svg.chart").count() == 5
+    assert page.locator("svg.chart g.legend text", has_text="all episodes").first.is_visible()
+    assert page.locator("th[scope=row]", has_text="v1").count() == 1  # a policy version's row
+    shot(page, "18-learning")
+
     # The other pages, for the record.
     for name, url in [
         ("12-trajectories", "/ui/ns/mem/trajectories"),
@@ -289,11 +305,23 @@ def test_an_operator_session_from_sign_in_to_sign_out(site: Any, browser: Any) -
         ("phone-reflection", reflection_url),
         ("phone-trajectory", f"/ui/ns/mem/trajectories/{main.trajectories[0]}"),
         ("phone-preview", f"/ui/ns/mem/preview?state={STATES[1]}&action=go+left"),
+        ("phone-learning", "/ui/ns/mem/learning"),
     ]:
         small.goto(url)
         assert wider_than_screen(small) == [], url
         shot(small, name)
     phone.close()
+
+    # Dark mode follows the system's setting, charts included.
+    dark = browser.new_context(viewport={"width": 1280, "height": 900}, base_url=server.url, color_scheme="dark")
+    dark.add_cookies(context.cookies())
+    night = dark.new_page()
+    night.goto("/ui/ns/mem")
+    background = night.evaluate("getComputedStyle(document.body).backgroundColor")
+    assert background == "rgb(22, 24, 28)", background
+    assert night.evaluate("getComputedStyle(document.querySelector('svg .tick')).fill") != "rgb(68, 68, 68)"
+    shot(night, "dark-overview")
+    dark.close()
 
     # Sign out: the session is gone.
     page.goto("/ui/ns/mem")

@@ -541,6 +541,7 @@ class Key(ResponseModel):
     created_at: datetime
     revoked_at: datetime | None = None
     expires_at: datetime | None = Field(None, description="set by a rotation: refused from then on")
+    last_used_at: datetime | None = Field(None, description="when it last authenticated (to within a minute)")
 
 
 class KeyCreated(Key):

@@ -12,7 +12,7 @@ from starlette.concurrency import run_in_threadpool
 from domain.errors import InvalidInput
 from service.auth import Permission
 from service.deps import ServicesDep
-from service.keys.schemas import KeyCreate
+from service.keys.schemas import KeyCreate, KeyRotate
 from service.params import Ns
 from service.ui.params import Fields, validated
 from service.ui.web import UI_PREFIX, UiSessionDep, ns_url, read_form, redirect, render
@@ -50,6 +50,17 @@ async def create_key(request: Request, session: UiSessionDep, services: Services
     return await run_in_threadpool(lambda: _keys_page(request, session, services, created=created))
 
 
+@router.post("/admin/keys/{id}/rotate")
+async def rotate_key(request: Request, id: str, session: UiSessionDep, services: ServicesDep) -> Response:
+    session.principal.require(Permission.KEYS_MANAGE)
+    f = Fields(await read_form(request, session))
+    grace = f.integer("grace_seconds")
+    body = validated(KeyRotate, **({} if grace is None else {"grace_seconds": grace}))
+    created = await run_in_threadpool(services.keys.rotate, session.principal, id, body)
+    # As on creation, the new secret is in this response only.
+    return await run_in_threadpool(lambda: _keys_page(request, session, services, created=created, rotated=id))
+
+
 @router.post("/admin/keys/{id}/revoke")
 async def revoke_key(request: Request, id: str, session: UiSessionDep, services: ServicesDep) -> Response:
     session.principal.require(Permission.KEYS_MANAGE)
@@ -58,14 +69,30 @@ async def revoke_key(request: Request, id: str, session: UiSessionDep, services:
     return redirect(f"{UI_PREFIX}/admin/keys")
 
 
+def _settings_page(
+    request: Request,
+    ns: str,
+    session: UiSessionDep,
+    services: ServicesDep,
+    *,
+    text: str,
+    status_code: int = 200,
+    **extra: object,
+) -> Response:
+    f = Fields(request.query_params)
+    changes, next_cursor = services.namespaces.setting_history(
+        session.principal, ns, cursor=f.text("cursor", max_length=400), limit=services.settings.ui.page_size
+    )
+    context = {"ns": ns, "text": text, "changes": changes, "next_cursor": next_cursor, "params": f.given(("cursor",))}
+    return render(request, "settings.html", {**context, **extra}, status_code=status_code)
+
+
 @router.get("/ns/{ns}/settings")
 def settings(request: Request, ns: Ns, session: UiSessionDep, services: ServicesDep) -> Response:
     current = services.namespaces.settings(session.principal, ns)
     notice = "Settings saved." if request.query_params.get("done") == "saved" else None
-    return render(
-        request,
-        "settings.html",
-        {"ns": ns, "text": json.dumps(current, indent=2, sort_keys=True), "notice": notice},
+    return _settings_page(
+        request, ns, session, services, text=json.dumps(current, indent=2, sort_keys=True), notice=notice
     )
 
 
@@ -81,5 +108,8 @@ async def save_settings(request: Request, ns: Ns, session: UiSessionDep, service
             raise InvalidInput(f"settings: not JSON ({exc})", field="settings", rule="json") from None
         await run_in_threadpool(services.namespaces.update_settings, session.principal, ns, value)
     except InvalidInput as exc:
-        return render(request, "settings.html", {"ns": ns, "text": raw, "error": exc.message}, status_code=422)
+        message = exc.message
+        return await run_in_threadpool(
+            lambda: _settings_page(request, ns, session, services, text=raw, error=message, status_code=422)
+        )
     return redirect(ns_url(ns, "settings") + "?done=saved")

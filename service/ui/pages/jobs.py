@@ -36,6 +36,7 @@ def jobs(request: Request, ns: Ns, session: UiSessionDep, services: ServicesDep)
             "page": page,
             "queue": queue,
             "params": f.given(("kind", "cursor")),
+            "refresh": f.integer("refresh", minimum=5),
             "notice": f"Job {retried} is queued again." if retried and retried.isdigit() else None,
         },
     )

@@ -37,13 +37,26 @@ def overview(request: Request, ns: Ns, session: UiSessionDep, services: Services
             "traj_total": total,
             "traj_success": (sum(succeeded) / total) if total else None,
             "traj_chart": charts.stacked_bars(
-                "Trajectories per day (succeeded, then the rest)", labels, [("succeeded", succeeded), ("other", failed)]
+                "Trajectories per day (succeeded, then the rest)",
+                labels,
+                [("succeeded", succeeded), ("failed or no outcome", failed)],
+                x_label="day (UTC)",
+                y_label="episodes",
             ),
             "success_chart": charts.rate_line(
-                "Success rate per day", labels, [t.successes / t.total if t.total else None for t in o.trajectories]
+                "Success rate per day (of all episodes)",
+                labels,
+                [t.successes / t.total if t.total else None for t in o.trajectories],
+                x_label="day (UTC)",
+                y_label="success",
+                references=[("baseline: success of episodes with a retrieval outcome", o.baseline)],
             ),
             "retrieval_chart": charts.stacked_bars(
-                "Retrievals per day", labels, [("retrievals", [r.total for r in o.retrievals])]
+                "Retrievals per day",
+                labels,
+                [("retrievals", [r.total for r in o.retrievals])],
+                x_label="day (UTC)",
+                y_label="retrievals",
             ),
         },
     )

@@ -13,6 +13,9 @@ from domain.errors import Conflict, InvalidInput
 from domain.reflections import KINDS, STATUSES
 from service.auth import Permission
 from service.deps import ServicesDep
+from service.operator.bulk import is_unfiltered
+from service.operator.inspect import StaleEdit
+from service.operator.learning import thin
 from service.params import Ns, ReflectionId
 from service.reflections.schemas import ReflectionUpdate
 from service.ui import charts
@@ -90,12 +93,21 @@ def bulk_confirm(request: Request, ns: Ns, session: UiSessionDep, services: Serv
     f = Fields(request.query_params)
     action = f.choice("action", ("retire", "approve")) or "retire"
     filters = _filters(f, services.inspect.baseline(ns) if session.principal.can_see(ns) else 0.5)
-    count = services.bulk.count(session.principal, ns, filters, action)
-    return render(
-        request,
-        "bulk_confirm.html",
-        {"ns": ns, "action": action, "count": count, "filters": list(f.given(FILTERS).items())},
-    )
+    return render(request, "bulk_confirm.html", _bulk_context(ns, action, filters, f, session, services))
+
+
+def _bulk_context(
+    ns: str, action: str, filters: ReflectionFilters, f: Fields, session: UiSessionDep, services: ServicesDep
+) -> dict[str, object]:
+    """The confirmation: the count, the filters, the first few items the action changes."""
+    return {
+        "ns": ns,
+        "action": action,
+        "count": services.bulk.count(session.principal, ns, filters, action),
+        "preview": services.bulk.preview(session.principal, ns, filters, action),
+        "unfiltered": is_unfiltered(filters),
+        "filters": list(f.given(FILTERS).items()),
+    }
 
 
 @router.post("/bulk")
@@ -120,22 +132,14 @@ async def bulk_apply(request: Request, ns: Ns, session: UiSessionDep, services: 
             action,
             confirmed_count=confirmed,
             note=f.text("note", max_length=MAX_TEXT),
+            everything=f.boolean("everything") is True,
         )
     except Conflict as exc:
         if exc.rule != "count_changed":
             raise
-        count = await run_in_threadpool(services.bulk.count, session.principal, ns, filters, action)
+        context = await run_in_threadpool(_bulk_context, ns, action, filters, f, session, services)
         return render(
-            request,
-            "bulk_confirm.html",
-            {
-                "ns": ns,
-                "action": action,
-                "count": count,
-                "filters": list(f.given(FILTERS).items()),
-                "notice": f"The set changed: {exc.message}.",
-            },
-            status_code=409,
+            request, "bulk_confirm.html", {**context, "notice": f"The set changed: {exc.message}."}, status_code=409
         )
     done = "retired" if action == "retire" else "approved"
     return render(
@@ -160,6 +164,7 @@ def _reflection_page(
     edit_error: str | None = None,
     edit_text: str | None = None,
     edit_content: str | None = None,
+    stale: StaleEdit | None = None,
     status_code: int = 200,
 ) -> Response:
     d = services.inspect.reflection(session.principal, ns, id)
@@ -173,6 +178,21 @@ def _reflection_page(
             ("no outcome", [day.served - day.successes - day.failures for day in d.served_by_day]),
         ],
     )
+    credits = services.learning.utility_over_time(session.principal, ns, id)
+    utility_points = thin(credits)
+    utility_chart = charts.lines(
+        "Posterior utility after each credited outcome",
+        [str(p.credit) for p in utility_points],
+        [
+            ("posterior mean", [p.utility.mean for p in utility_points]),
+            ("mean − 1 s.d.", [p.utility.mean - p.utility.std for p in utility_points]),
+            ("mean + 1 s.d.", [p.utility.mean + p.utility.std for p in utility_points]),
+        ],
+        percent=True,
+        references=[("namespace baseline", d.utility.baseline)],
+        x_label="credited outcomes, oldest first",
+        y_label="utility",
+    )
     notice = NOTICES.get(request.query_params.get("done", ""))
     return render(
         request,
@@ -183,10 +203,14 @@ def _reflection_page(
             "d": d,
             "u": d.utility,
             "served_chart": chart,
+            "utility_points": utility_points,
+            "utility_credits": len(credits),
+            "utility_chart": utility_chart,
             "notice": notice,
             "edit_error": edit_error,
             "edit_text": edit_text,
             "edit_content": edit_content,
+            "stale": stale,
         },
         status_code=status_code,
     )
@@ -252,4 +276,28 @@ async def edit(request: Request, ns: Ns, id: ReflectionId, session: UiSessionDep
         await run_in_threadpool(services.reflections.update, session.principal, ns, id, body)
     except InvalidInput as exc:
         return await run_in_threadpool(refused, exc.message)
+    except Conflict as exc:
+        if exc.rule != "version_match" or body.expected_version is None:
+            raise
+        base, message = body.expected_version, exc.message
+
+        def stale() -> Response:
+            # The current version with the form as typed, what changed in between and
+            # what the edit would change now; the form now expects the current version,
+            # so sending it again saves it over that one.
+            diff = services.inspect.stale_edit(session.principal, ns, id, base, content, text)
+            return _reflection_page(
+                request,
+                ns,
+                id,
+                session,
+                services,
+                edit_error=message,
+                edit_text=text,
+                edit_content=raw_content,
+                stale=diff,
+                status_code=409,
+            )
+
+        return await run_in_threadpool(stale)
     return redirect(ns_url(ns, "reflections", id) + "?done=edit")

@@ -62,6 +62,7 @@ def review(request: Request, ns: Ns, session: UiSessionDep, services: ServicesDe
             "kinds": KINDS,
             "reasons": [(r, r.replace("_", " "), by_reason[r]) for r in REASONS],
             "reflectors": sorted(page.counts_by("reflector").items()),
+            "refresh": f.integer("refresh", minimum=5),
             "utilities": services.inspect.utilities(ns, [e.reflection for e in page.entries]),
             "notice": _notice(f),
         },

@@ -7,7 +7,6 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
 from domain.errors import InvalidInput
-from domain.hashing import task_hash
 from service.deps import ServicesDep
 from service.params import Ns, TrajectoryId
 from service.ui.params import Fields
@@ -22,11 +21,10 @@ FILTERS = ("environment", "task", "agent", "policy_version", "group_id", "succes
 @router.get("")
 def trajectories(request: Request, ns: Ns, session: UiSessionDep, services: ServicesDep) -> Response:
     f = Fields(request.query_params)
-    task = f.text("task", max_length=20_000)
     filters = TrajectoryFilter(
         environment=f.text("environment"),
         agent=f.text("agent"),
-        task_hash=task_hash(task) if task else None,
+        task_contains=f.text("task", max_length=2000),
         policy_version=f.text("policy_version"),
         group_id=f.text("group_id"),
         success=f.boolean("success"),

@@ -33,6 +33,27 @@
     });
   }
 
+  // Live regions ([data-live] with an id): refetch this page every 15 s while it is
+  // visible and swap in the fresh regions; skipped while a control inside one has focus.
+  var live = Array.prototype.slice.call(document.querySelectorAll("[data-live][id]"));
+  if (live.length && window.fetch && window.DOMParser) {
+    window.setInterval(function () {
+      var active = document.activeElement;
+      if (document.hidden || live.some(function (el) { return el !== active && el.contains(active); })) return;
+      fetch(window.location.href, { credentials: "same-origin", headers: { Accept: "text/html" } })
+        .then(function (r) { return r.ok ? r.text() : null; })
+        .then(function (html) {
+          if (!html) return;
+          var doc = new DOMParser().parseFromString(html, "text/html");
+          live.forEach(function (el) {
+            var fresh = doc.getElementById(el.id);
+            if (fresh && fresh.innerHTML !== el.innerHTML) el.innerHTML = fresh.innerHTML;
+          });
+        })
+        .catch(function () {});  // offline or signed out: the next full load says so
+    }, 15000);
+  }
+
   // Review queue: j/k move, a approve (or keep), r retire, s skip, x select, n note.
   var queue = document.querySelector("[data-review]");
   if (!queue) return;

@@ -62,7 +62,6 @@ and ``--api-key`` is a trainer (or admin) key of ``--namespace`` (created when t
 from __future__ import annotations
 
 import argparse
-import contextlib
 import sys
 import textwrap
 import threading
@@ -80,6 +79,7 @@ from reflexa import Client, errors, models
 from tokenizers import Tokenizer
 from transformers import LlamaForCausalLM
 
+from examples.common.searchable import wait_searchable
 from examples.common.server import EmbeddedServer
 from examples.common.tiny_lm import BOS, DIGITS, PAD, UNK, ActionPolicy, tiny_llama, word_tokenizer
 from examples.tiny_teacher_server import TeacherEndpoint, serve_completions
@@ -370,8 +370,7 @@ class Trainer:
         self.client.create_trajectories(self.namespace, [r.trajectory(n) for r in rollouts])
         # Indexing is asynchronous: wait until the batch is searchable, so that the snapshot
         # holds it (a retrieve waits for this client's own writes: read-your-writes).
-        with contextlib.suppress(errors.ConsistencyTimeout):  # slow indexing: the snapshot may lag
-            self.client.retrieve(self.namespace, TASKS[0], kinds=["exemplar"], k=1)
+        wait_searchable(self.client, self.namespace, TASKS[0])
         # 2. pin memory for everything this iteration reads
         snapshot = self.client.create_snapshot(self.namespace, f"{self.run}-it{n}").id
         try:

@@ -20,15 +20,15 @@ not stored.
 
 from __future__ import annotations
 
-import contextlib
 import random
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-from reflexa import Client, errors
+from reflexa import Client
 
+from examples.common.searchable import wait_searchable
 from examples.common.tiny_lm import ActionPolicy
 from examples.trainer_ablation.conditions import Condition
 from examples.trainer_ablation.doors import Family, Task
@@ -131,8 +131,7 @@ class Run:
         previous = self.snapshot
         with self.timer:
             self.client.create_trajectories(self.namespace, [r.trajectory(f"u{u}") for r in rollouts])
-            with contextlib.suppress(errors.ConsistencyTimeout):  # searchable before the snapshot pins it
-                self.client.retrieve(self.namespace, rollouts[0].steps[0].observation, kinds=["exemplar"], k=1)
+            wait_searchable(self.client, self.namespace, rollouts[0].steps[0].observation)  # before the snapshot
             self.snapshot = self.client.create_snapshot(self.namespace, f"s{self.seed}-u{u}").id
             if previous is not None:
                 self.client.delete_snapshot(self.namespace, previous)

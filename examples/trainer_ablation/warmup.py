@@ -14,13 +14,13 @@ the plain prompt (accuracy near 1/3).
 
 from __future__ import annotations
 
-import contextlib
 import random
 from dataclasses import dataclass
 
 import torch
-from reflexa import Client, errors
+from reflexa import Client
 
+from examples.common.searchable import wait_searchable
 from examples.common.tiny_lm import ActionPolicy
 from examples.trainer_ablation.doors import DOORS, OBJECTS, Episode, Family, Task, every_room
 from examples.trainer_ablation.episodes import MEMORY_PROMPT, PLACEHOLDER
@@ -90,8 +90,7 @@ def _store_random_episodes(
                 }
             )
     client.create_trajectories(namespace, items)
-    with contextlib.suppress(errors.ConsistencyTimeout):  # searchable before the probes read memory
-        client.retrieve(namespace, items[0]["steps"][0]["state"]["observation"], kinds=["exemplar"], k=1)
+    wait_searchable(client, namespace, items[0]["steps"][0]["state"]["observation"])  # before the probes read it
 
 
 @dataclass(frozen=True)

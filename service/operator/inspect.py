@@ -19,7 +19,7 @@ from service.operator import repository as repo
 from service.operator.history import VersionEntry, VoteRun, history_rows
 from service.operator.repository import LoggedRetrieval, ServedDay, Serving
 from service.pagination import decode_pair_cursor, encode_pair_cursor
-from service.reflections.schemas import ReflectionRead
+from service.reflections.schemas import ReflectionEffect, ReflectionRead
 from service.reflections.service import ReflectionService
 from service.retrieval import ranking
 from service.retrieval.schemas import RetrievedItem, RetrieveFilters, RetrieveRequest
@@ -69,6 +69,7 @@ class ReflectionDetail:
     served_total: int
     outcome_successes: int
     outcome_failures: int
+    effect: ReflectionEffect  # the causal effect from the random holdout (none drawn: no support)
 
 
 @dataclass
@@ -174,6 +175,7 @@ class InspectService:
             served_total=sum(d.served for d in served),
             outcome_successes=sum(d.successes for d in served),
             outcome_failures=sum(d.failures for d in served),
+            effect=self.reflections.effect(principal, ns, id),
         )
 
     def stale_edit(

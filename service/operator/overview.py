@@ -13,6 +13,7 @@ from service.namespaces.service import NamespaceService
 from service.operator import repository as repo
 from service.operator.repository import DayCount, QueueRow
 from service.retrieval import ranking
+from store import retrievals as retrievals_repo
 from store.database import Database
 from store.models import utcnow
 
@@ -114,6 +115,8 @@ class OverviewService:
                 latency_sample=len(latencies),
                 baseline=baseline,
                 outcomes=total,
-                review_count=repo.count_review_queue(session, ns, self.review_rule(baseline)),
+                review_count=repo.count_review_queue(
+                    session, ns, self.review_rule(baseline, retrievals_repo.list_holdout_counts(session, ns))
+                ),
                 frozen=self.namespaces.is_frozen(session, ns),
             )

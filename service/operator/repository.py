@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import case, func, literal, or_, select
+from sqlalchemy import case, false, func, literal, or_, select
 from sqlalchemy.orm import Session, aliased
 from sqlalchemy.sql.elements import ColumnElement
 
@@ -161,11 +161,14 @@ class ReviewRule:
     prior_strength: float
     min_uses: int  # an active item is judged only after this many uses
     renew_after: int  # uses after a "keep" before it is shown again
+    # Active items whose holdout interval lies below zero (service/retrieval/holdout.py),
+    # each with the successes it is estimated to have cost: (pk, impact).
+    harmful: tuple[tuple[int, float], ...] = ()
 
 
 # Why an item is in the queue. The one list of reasons: each has its condition and
 # its impact in `_reasons`; the service's checks and the UI's tabs follow this tuple.
-REASONS: tuple[str, ...] = ("candidate", "below_baseline")
+REASONS: tuple[str, ...] = ("candidate", "below_baseline", "negative_effect")
 
 
 def _reasons(rule: ReviewRule) -> dict[str, tuple[ColumnElement[bool], ColumnElement[float]]]:
@@ -174,15 +177,19 @@ def _reasons(rule: ReviewRule) -> dict[str, tuple[ColumnElement[bool], ColumnEle
     r = Reflection
     mean = utility_mean(rule.baseline, rule.prior_strength)
     candidate = r.status == "candidate"
-    below = (
-        (r.status == "active")
-        & (r.uses >= rule.min_uses)
-        & (mean < rule.baseline)
-        & (r.reviewed_uses.is_(None) | (r.uses >= r.reviewed_uses + rule.renew_after))
-    )
+    unreviewed = r.reviewed_uses.is_(None) | (r.uses >= r.reviewed_uses + rule.renew_after)
+    below = (r.status == "active") & (r.uses >= rule.min_uses) & (mean < rule.baseline) & unreviewed
+    harmful: tuple[ColumnElement[bool], ColumnElement[float]] = (false(), literal(0.0))
+    if rule.harmful:
+        costs = dict(rule.harmful)
+        harmful = (
+            (r.status == "active") & r.pk.in_(list(costs)) & unreviewed,
+            case(costs, value=r.pk, else_=0.0),
+        )
     return {
         "candidate": (candidate, 1.0 * (r.evidence_count + r.uses)),
         "below_baseline": (below, r.uses * (rule.baseline - mean)),
+        "negative_effect": harmful,
     }
 
 

@@ -3,7 +3,7 @@ retire either. Each decision is a history entry with its actor and note."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -17,8 +17,11 @@ from service.operator.repository import REASONS, Citation, QueueCount, ReviewEnt
 from service.pagination import decode_pair_cursor, encode_pair_cursor
 from service.reflections.service import ReflectionService
 from service.retrieval import ranking
+from service.retrieval.holdout import Arm, estimate
 from store import reflections as reflection_repo
+from store import retrievals as retrievals_repo
 from store.database import Database
+from store.retrievals import HoldoutCounts
 
 Decision = Literal["approve", "retire", "keep"]
 DECISIONS: tuple[Decision, ...] = ("approve", "retire", "keep")
@@ -32,13 +35,25 @@ class ReviewRuleFactory:
         self.min_uses = min_uses
         self.renew_after = renew_after
 
-    def __call__(self, baseline: float) -> ReviewRule:
+    def __call__(self, baseline: float, holdouts: Mapping[int, HoldoutCounts] | None = None) -> ReviewRule:
         return ReviewRule(
             baseline=baseline,
             prior_strength=ranking.PRIOR_STRENGTH,
             min_uses=self.min_uses,
             renew_after=self.renew_after,
+            harmful=harmful_items(holdouts or {}, baseline),
         )
+
+
+def harmful_items(holdouts: Mapping[int, HoldoutCounts], baseline: float) -> tuple[tuple[int, float], ...]:
+    """The items whose causal effect's 95 % interval lies below zero, each with the
+    successes it is estimated to have cost the episodes it was served to."""
+    out = []
+    for pk, c in holdouts.items():
+        e = estimate(Arm(c.served_units, c.served_successes), Arm(c.withheld_units, c.withheld_successes), baseline)
+        if e.verdict == "hurts":
+            out.append((pk, -e.effect * c.served_units))
+    return tuple(sorted(out))
 
 
 FILTER_NAMES = ("reason", "kind", "reflector")  # ReviewFilters' fields, each also a QueueCount field
@@ -90,7 +105,9 @@ class ReviewService:
 
     def _rule(self, ns: str) -> ReviewRule:
         _, successes, total = self.namespaces.ranking_inputs(ns)
-        return self.rule(ranking.baseline_rate(successes, total))
+        with self.db.read() as session:
+            holdouts = retrievals_repo.list_holdout_counts(session, ns)
+        return self.rule(ranking.baseline_rate(successes, total), holdouts)
 
     def queue(
         self,

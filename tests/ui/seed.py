@@ -16,7 +16,7 @@ from store import evidence as evidence_repo
 from store import jobs as jobs_repo
 from store import reflections as reflection_repo
 from store.database import Database
-from store.models import Job, Reflection, Trajectory
+from store.models import Job, Reflection, Retrieval, RetrievalHoldout, RetrievalOutcome, Trajectory
 
 
 @dataclass
@@ -220,3 +220,21 @@ def add_merges(db: Database, namespace: str, reflection_id: str, count: int) -> 
                 actor="reflector:llm_heuristics",
                 note=f"the same heuristic again; importance now {importance}",
             )
+
+
+def add_holdout(
+    db: Database, namespace: str, reflection_id: str, *, served: tuple[int, int], withheld: tuple[int, int]
+) -> None:
+    """Holdout draws for one item as the retrieval log records them: `served` and
+    `withheld` are (episodes, of which succeeded), each episode one retrieval with
+    its outcome (service/retrieval/holdout.py reads exactly these rows)."""
+    with db.write() as s:
+        pk = s.scalar(select(Reflection.pk).where(Reflection.namespace == namespace, Reflection.id == reflection_id))
+        for arm, (episodes, wins) in (("s", served), ("w", withheld)):
+            for n in range(episodes):
+                rid = f"r_holdout_{reflection_id}_{arm}{n}"
+                unit = f"holdout-{reflection_id}-{arm}{n}"
+                s.add(Retrieval(id=rid, namespace=namespace, query={"state": {"observation": "x"}}, trajectory_id=unit))
+                s.flush()
+                s.add(RetrievalHoldout(retrieval_id=rid, reflection_pk=pk, withheld=arm == "w", unit=unit))
+                s.add(RetrievalOutcome(retrieval_id=rid, success=n < wins, trajectory_id=unit))

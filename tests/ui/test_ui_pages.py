@@ -8,13 +8,14 @@ import json
 import re
 from pathlib import Path
 
+import pytest
 from markupsafe import escape
 from sqlalchemy import func, select
 
 from store.models import Reflection, Retrieval, RetrievalItem
 from tests.conftest import ADMIN_KEY
 from tests.ui.conftest import UiWorld, build_world
-from tests.ui.seed import LLM_REFLECTOR, LONG_GUIDELINE, STATES, add_llm_candidates, add_merges
+from tests.ui.seed import LLM_REFLECTOR, LONG_GUIDELINE, STATES, add_holdout, add_llm_candidates, add_merges
 from tests.ui.ui_client import csrf_of, post_form
 
 
@@ -764,3 +765,31 @@ def test_reflections_sort_by_utility_and_uses_with_cursors_and_retrievals_follow
             < last.index("Retrievals that named no step")
             < last.index(rids[3])
         )
+
+
+def test_an_item_with_a_negative_causal_effect_is_queued_and_its_page_shows_the_estimate(world: UiWorld) -> None:
+    items = world.api.get("/v1/namespaces/mem/reflections", params={"status": "active", "limit": 50}).json()["items"]
+    harmful = next(i["id"] for i in items if i["id"] not in world.review_ids)
+    neutral = world.review_ids[0]  # a candidate: its effect reads as unclear, and it is queued for another reason
+    add_holdout(world.db, "mem", harmful, served=(40, 8), withheld=(40, 32))
+    add_holdout(world.db, "mem", neutral, served=(40, 20), withheld=(40, 20))
+    api_effect = world.api.get(f"/v1/namespaces/mem/reflections/{harmful}/effect").json()
+    assert api_effect["verdict"] == "hurts" and api_effect["served"]["units"] == 40
+    assert world.api.get(f"/v1/namespaces/mem/reflections/{neutral}/effect").json()["verdict"] == "unclear"
+
+    web = world.web(ADMIN_KEY)
+    page = web.get("/ui/ns/mem/review", params={"reason": "negative_effect"}).text
+    assert harmful in page and neutral not in page
+    assert "Negative effect (1)" in page and f"/ui/ns/mem/reflections/{harmful}#effect" in page
+    assert "5 waiting" in web.get("/ui/ns/mem/review").text  # the 4 seeded cases and this one
+    # Impact: the successes it cost the episodes it was served to, -effect × 40.
+    (impact,) = [float(x) for x in re.findall(r"impact (-?\d+\.\d+)", page)]
+    assert impact == pytest.approx(-api_effect["effect"] * 40, abs=0.005)
+
+    detail = web.get(f"/ui/ns/mem/reflections/{harmful}").text
+    assert 'id="effect"' in detail and "hurts" in detail
+    assert f"{api_effect['effect']:+.3f}" in detail and f"{api_effect['low']:+.3f}" in detail
+
+    r = post_form(web, "/ui/ns/mem/review", f"/ui/ns/mem/review/{harmful}", {"decision": "keep", "note": "needed"})
+    assert r.status_code == 303
+    assert harmful not in web.get("/ui/ns/mem/review", params={"reason": "negative_effect"}).text

@@ -661,22 +661,25 @@ class CreditedOutcome:
 def list_credited_outcomes(
     session: Session, reflection_pk: int, reflection_id: str, max_rank: int | None
 ) -> list[CreditedOutcome]:
-    """The outcomes that credited a reflection, oldest first: reported for a retrieval
-    that served it, naming it among `item_ids`, or naming none with the item served
-    above `max_rank` (the rule store.retrievals.create_outcome credits by). Outcomes
-    recorded while the namespace was frozen credited nothing, yet cannot be told
-    apart here; they are counted."""
+    """The outcomes that credited a reflection, oldest first. Since migration 0015 the
+    log records whether each served item was credited (`retrieval_items.credited`,
+    frozen namespaces included); for older rows the rule store.retrievals.create_outcome
+    credits by is applied again: naming it among `item_ids`, or naming none with the
+    item served above `max_rank` (today's). Older outcomes recorded while the namespace
+    was frozen credited nothing, yet cannot be told apart; they are counted."""
     i, o = RetrievalItem, RetrievalOutcome
     stmt = (
-        select(o.created_at, o.retrieval_id, o.success, o.item_ids, i.rank)
+        select(o.created_at, o.retrieval_id, o.success, o.item_ids, i.rank, i.credited)
         .select_from(i)
         .join(o, o.retrieval_id == i.retrieval_id)
         .where(i.reflection_pk == reflection_pk)
         .order_by(o.created_at, o.retrieval_id)
     )
     out = []
-    for at, rid, success, item_ids, rank in session.execute(stmt):
-        named = item_ids is not None
-        if (named and reflection_id in item_ids) or (not named and (max_rank is None or rank < max_rank)):
+    for at, rid, success, item_ids, rank, credited in session.execute(stmt):
+        if credited is None:  # logged before the flag existed
+            named = item_ids is not None
+            credited = (named and reflection_id in item_ids) or (not named and (max_rank is None or rank < max_rank))
+        if credited:
             out.append(CreditedOutcome(at, rid, success))
     return out

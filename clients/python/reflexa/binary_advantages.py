@@ -20,6 +20,8 @@ from typing import Any
 
 import numpy as np
 
+from reflexa.models import BatchDiagnostics, Diagnostics
+
 MEDIA_TYPE = "application/x-reflexa-advantages"
 MAGIC = b"RXA1"
 _PREFIX = struct.Struct("<4sI")
@@ -167,6 +169,16 @@ class ArrayAdvantages:
     @property
     def advantages(self) -> np.ndarray:
         return self.columns["advantages"]
+
+    @property
+    def diagnostics(self) -> Diagnostics:
+        """The answer's diagnostics, as the JSON call's model."""
+        return Diagnostics.model_validate(self.response["diagnostics"])
+
+    @property
+    def requests(self) -> list[BatchDiagnostics]:
+        """As ``BatchedAdvantagesResponse.requests``: one request's batch diagnostics."""
+        return [self.diagnostics.batch]
 
     def trajectory(self, t: int) -> dict[str, Any]:
         """Trajectory t of the answer as in the JSON answer, its per-token fields as arrays (None when absent)."""

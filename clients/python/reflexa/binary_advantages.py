@@ -80,6 +80,20 @@ def _column_dtype(field: str, parts: list[np.ndarray]) -> np.dtype:
     return np.dtype("<i8") if field in INT_FIELDS else np.dtype("<f8")
 
 
+def _narrow(field: str, values: np.ndarray) -> np.ndarray:
+    """An integer column in fewer bytes when its values allow (a 0/1 mask as uint8,
+    steps as int32): the same numbers, a quarter to an eighth of the bytes. A value out
+    of range keeps the wide type, so the server still sees it and names it."""
+    if values.dtype.kind not in "iu" or values.itemsize == 1 or not len(values):
+        return values
+    low, high = int(values.min()), int(values.max())
+    if field == "mask" and low >= 0 and high <= 1:
+        return values.astype(np.uint8)
+    if low >= -(2**31) and high < 2**31 and values.itemsize > 4:
+        return values.astype("<i4")
+    return values
+
+
 def _without(traj: Mapping[str, Any], columns: Sequence[str]) -> dict[str, Any]:
     """The trajectory as JSON for the header: its column fields left out, lists as lists."""
     out = {k: v for k, v in traj.items() if k not in columns}
@@ -131,7 +145,8 @@ def encode_request(method: str, groups: Sequence[Mapping[str, Any]], params: Map
     for column in shared:
         parts = [s[column] for s in series]
         dtype = _column_dtype(column, parts)
-        columns[column] = np.concatenate([p.astype(dtype, copy=False) for p in parts]) if parts else np.zeros(0, dtype)
+        joined = np.concatenate([p.astype(dtype, copy=False) for p in parts]) if parts else np.zeros(0, dtype)
+        columns[column] = _narrow(column, joined)
     request = {
         "method": method,
         "params": _plain(dict(params)) if params is not None else None,

@@ -229,11 +229,27 @@ def _column_field(column: str) -> str:
     return ".".join(parts[:2]) if parts[1] in NAMED_KINDS else column
 
 
+def _named_slot_free(present: Any, name: str) -> bool:
+    return present is None or (isinstance(present, dict) and name not in present)
+
+
+class _OpenNames(dict[str, tuple[str, ...]]):
+    """BINARY_FIELDS, where `logprobs.teacher|pre|post.NAME` stands for any NAME (the
+    schema checks the name itself)."""
+
+    def __contains__(self, column: object) -> bool:
+        return isinstance(column, str) and super().__contains__(_column_field(column))
+
+    def __getitem__(self, column: str) -> tuple[str, ...]:
+        return super().__getitem__(_column_field(column))
+
+
 def decode_binary(raw: bytes, limits: Limits) -> AdvantagesRequest:
     decoded = read(raw, "request", _OpenNames(BINARY_FIELDS), limits.max_advantage_tokens)
     doc, columns = decoded.body, decoded.columns
     slots = list(_trajectory_slots(doc))
     if len(slots) != len(decoded.tokens):
+        _validate(doc)  # a request without its groups and trajectories as objects: pydantic names what is wrong
         raise InvalidInput(
             f"header.tokens has {len(decoded.tokens)} counts for {len(slots)} trajectories (one per trajectory, "
             "in request order)",
@@ -281,21 +297,6 @@ def decode_binary(raw: bytes, limits: Limits) -> AdvantagesRequest:
     body = _validate(doc)
     _put_arrays(body, arrays)
     return body
-
-
-def _named_slot_free(present: Any, name: str) -> bool:
-    return present is None or (isinstance(present, dict) and name not in present)
-
-
-class _OpenNames(dict[str, tuple[str, ...]]):
-    """BINARY_FIELDS, where `logprobs.teacher|pre|post.NAME` stands for any NAME (the
-    schema checks the name itself)."""
-
-    def __contains__(self, column: object) -> bool:
-        return isinstance(column, str) and super().__contains__(_column_field(column))
-
-    def __getitem__(self, column: str) -> tuple[str, ...]:
-        return super().__getitem__(_column_field(column))
 
 
 def decode(raw: bytes, content_type: str | None, limits: Limits) -> AdvantagesRequest:

@@ -3,7 +3,8 @@ trajectory the same length, masks 0/1, steps non-decreasing, log-probs <= 0),
 flatten it onto one token axis (service.distill.signals.TokenBatch), compute, and answer
 per trajectory aligned with its tokens. No database: nothing is stored.
 
-One loop runs per trajectory (turning its lists into arrays and checking them);
+One loop runs per trajectory (checking its arrays: the route's body decoder hands
+them over as numpy arrays already, lists only where pydantic validated them);
 everything per token is numpy over the whole batch.
 """
 

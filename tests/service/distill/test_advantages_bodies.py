@@ -17,6 +17,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from service.distill.advantages.binary import MEDIA_TYPE, read
+from service.distill.advantages.schemas import AdvantagesResponse
 from tests.service.distill.test_advantages_api import (
     T20,
     URL,
@@ -291,3 +292,16 @@ def test_json_values_numpy_would_misread_get_pydantics_answer(
     monkeypatch.setattr("service.distill.advantages.body._may_hold_bool_items", lambda raw: True)
     slow = post_json(client, body)
     assert (fast.status_code, fast.content) == (slow.status_code, slow.content)
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_the_fast_json_path_answers_as_pydantic_on_the_whole_body(
+    client: TestClient, case: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fast = post_json(client, CASES[case])
+    monkeypatch.setattr("service.distill.advantages.body._may_hold_bool_items", lambda raw: True)
+    slow = post_json(client, CASES[case])
+    assert fast.status_code == slow.status_code == 200
+    assert fast.content == slow.content
+    # orjson writes what the response model's own JSON serializer (FastAPI's before) writes, byte for byte
+    assert AdvantagesResponse.model_validate_json(fast.content).model_dump_json().encode() == fast.content

@@ -92,6 +92,17 @@ def _reads(method: str, params: Mapping[str, Any] | None) -> tuple[bool, bool, b
     return method not in OUTCOME_METHODS or rollout or ref, rollout, ref
 
 
+def _floats(tensor: Any) -> Any:
+    """A CPU numpy view of a log-prob tensor: float32 and float64 as they are (no copy on
+    the CPU), any other dtype (bfloat16) as float32, which the binary body takes."""
+    import torch
+
+    tensor = tensor.detach().to("cpu")
+    if tensor.dtype not in (torch.float32, torch.float64):
+        tensor = tensor.float()
+    return tensor.numpy()
+
+
 def rollout_groups(
     rewards: Any,
     mask: Any,
@@ -117,8 +128,8 @@ def rollout_groups(
     reward = rewards.detach().to("cpu", torch.float64).tolist()
     if arrays:
         flags: Any = on.numpy()
-        series = {k: v.detach().to("cpu").numpy() for k, v in (logprobs or {}).items()}
-        named = {k: v.detach().to("cpu").numpy() for k, v in (teachers or {}).items()}
+        series = {k: _floats(v) for k, v in (logprobs or {}).items()}
+        named = {k: _floats(v) for k, v in (teachers or {}).items()}
     else:
         flags = on.int().tolist()
         series = {k: v.detach().to("cpu", torch.float64) for k, v in (logprobs or {}).items()}
@@ -164,11 +175,12 @@ def _client(client: Client | None) -> Client:
 
 
 def _one_binary_request(
-    groups: list[dict[str, Any]], lengths: list[int], columns: int, limits: Mapping[str, Any]
+    groups: list[dict[str, Any]], lengths: list[int], token_bytes: int, limits: Mapping[str, Any]
 ) -> bool:
-    """Whether the batch fits one request under the limits (``columns`` per-token series)."""
+    """Whether the batch fits one request under the limits (``token_bytes``: the
+    columns' bytes per token)."""
     tokens = sum(lengths)
-    rough_bytes = 8 * columns * tokens + 512 * len(lengths)  # 8 bytes an item at most, a generous header
+    rough_bytes = token_bytes * tokens + 512 * len(lengths)  # a generous header per trajectory
     largest = max((len(g["trajectories"]) for g in groups), default=0)
     return (
         tokens <= (limits.get("max_tokens") or DEFAULT_MAX_TOKENS)
@@ -201,11 +213,14 @@ def shaped_advantages(
     written back in one scatter); a bigger one through ``distill_advantages_batched``
     (JSON, split under the limits). The numbers are the same, to the bit."""
     limits = dict(limits or {})
-    columns = 1 + len(logprobs or {}) + len(teachers or {})  # the mask and each log-prob series
     binary = _has_numpy()
     if binary:
         groups, rows, lengths = rollout_groups(rewards, mask, index, logprobs, teachers, arrays=True)
-        binary = _one_binary_request(groups, lengths, columns, limits)
+        first = groups[0]["trajectories"][0] if groups else {}
+        lp = first.get("logprobs", {})
+        series = [v for k, v in lp.items() if k != "teacher"] + list(lp.get("teacher", {}).values())
+        token_bytes = 1 + sum(v.itemsize for v in series)  # the mask's byte and each log-prob's
+        binary = _one_binary_request(groups, lengths, token_bytes, limits)
     if not binary:
         groups, rows, lengths = rollout_groups(rewards, mask, index, logprobs, teachers)
         answer = client.distill_advantages_batched(method, groups, params=params, **limits)  # type: ignore[arg-type]

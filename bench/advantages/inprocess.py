@@ -1,12 +1,13 @@
 """What bench.advantages measures in its own process, no HTTP:
 
-- the server's path for POST /v1/distill/advantages, stage by stage, as the app runs
-  it: the body parsed by `json.loads` (what Starlette's `Request.json` does), the
-  app-wide storable check (`service.limits.storable.check_json`), the route's own FastAPI
-  body field validating it (`APIRoute.body_field`), the service in three parts (its
-  params and size checks and the lists turned into checked arrays and concatenated;
-  `service.distill.signals.compute`; the response objects), then the route's response
-  field validating and dumping the answer to JSON bytes, as FastAPI does;
+- the server's path for POST /v1/distill/advantages, stage by stage, as the route
+  runs it (service/distill/advantages/router.py), for a JSON body and for the binary
+  one: the body decoded (`service.distill.advantages.body.decode`: JSON parsed once by
+  orjson, per-token lists to numpy, the storable check and pydantic on the rest; or the
+  binary layout's header and columns), the service in three parts (its params and
+  size checks and the arrays checked and concatenated; `service.distill.signals.compute`;
+  the response objects), then the answer encoded (`body.encode`: orjson, or binary
+  columns);
 - the whole app in process (`create_app` with its lifespan, through httpx's
   ASGITransport: middleware, the key's lookup, everything but uvicorn and the socket);
 - the raw floor: `service.distill.signals` on the trainer's arrays (`concat`, `needs`,
@@ -28,29 +29,27 @@ import numpy as np
 import orjson
 
 from service.auth import Principal
-from service.distill.advantages.router import router as advantages_router
+from service.distill.advantages.binary import MEDIA_TYPE
+from service.distill.advantages.body import decode, encode
 from service.distill.advantages.service import AdvantageService, logprob_names, parse_params
 from service.distill.signals import PARAMS, TrajectoryTokens, compute, concat, needs
 from service.distill.signals.compute import resolved
-from service.limits.storable import check_json
 from service.settings import Limits
 
-ROUTE = advantages_router.routes[0]  # the APIRoute of POST /v1/distill/advantages: its body and response fields
 PRINCIPAL = Principal(key_id="bench", role="admin", namespaces=frozenset({"*"}))
+JSON_TYPE = "application/json"
+FORMATS = {"json": JSON_TYPE, "binary": MEDIA_TYPE}  # body format -> its media type (request and answer)
 
 
 @dataclass
 class Stages:
     """Seconds per stage of the server's path, in the order it runs them."""
 
-    parse_s: float = 0.0  # json.loads of the body
-    storable_s: float = 0.0  # check_json: every string and number storage cannot hold
-    validate_s: float = 0.0  # FastAPI's body field: AdvantagesRequest from the parsed JSON
-    arrays_s: float = 0.0  # the service: params, size checks, lists -> checked arrays, concat
+    decode_s: float = 0.0  # body.decode: the body parsed and validated, per-token values as arrays
+    arrays_s: float = 0.0  # the service: params, size checks, checked arrays, concat
     compute_s: float = 0.0  # service.distill.signals.compute
-    build_s: float = 0.0  # the service: the response objects (arrays back to lists, per trajectory)
-    response_validate_s: float = 0.0  # FastAPI's response field: validate_python
-    serialize_s: float = 0.0  # FastAPI's response field: dump_json
+    build_s: float = 0.0  # the service: the response objects (numpy views per trajectory)
+    encode_s: float = 0.0  # body.encode: the answer's bytes
 
     @property
     def total_s(self) -> float:
@@ -58,34 +57,27 @@ class Stages:
 
     @property
     def json_s(self) -> float:
-        return self.parse_s + self.storable_s + self.validate_s + self.response_validate_s + self.serialize_s
+        """The body's share: decoding (parse, validation) and encoding."""
+        return self.decode_s + self.encode_s
 
 
 STAGE_LABELS = {
-    "parse_s": "JSON parse (json.loads)",
-    "storable_s": "storable check",
-    "validate_s": "request validation (pydantic)",
-    "arrays_s": "service: lists → checked arrays",
+    "decode_s": "decode body (parse + validation)",
+    "arrays_s": "service: checked arrays",
     "compute_s": "compute (service.distill.signals)",
     "build_s": "service: response objects",
-    "response_validate_s": "response validation",
-    "serialize_s": "response JSON (dump_json)",
+    "encode_s": "encode answer",
 }
 
 
-def server_stages(raw: bytes, service: AdvantageService) -> tuple[Stages, bytes]:
-    """The server's work on one body, timed per stage: AdvantageService.compute's own
-    public steps (parse_params, check_size, logprob_names, needs, batch, compute,
-    response), called in its order; returns the stages and the answer's bytes."""
+def server_stages(raw: bytes, service: AdvantageService, media_type: str) -> tuple[Stages, bytes]:
+    """The server's work on one body (`media_type` its format and the answer's), timed
+    per stage: the route's decode and encode around AdvantageService.compute's own
+    public steps, in its order; returns the stages and the answer's bytes."""
     s = Stages()
     t = time.perf_counter()
-    parsed = json.loads(raw)
-    s.parse_s, t = _lap(t)
-    check_json(parsed, "", service.limits.max_text_chars)
-    s.storable_s, t = _lap(t)
-    body, errors = ROUTE.body_field.validate(parsed, {}, loc=("body",))
-    assert not errors, errors[:3]
-    s.validate_s, t = _lap(t)
+    body = decode(raw, media_type, service.limits)
+    s.decode_s, t = _lap(t)
     params = parse_params(body.method, body.params)
     service.check_size(body)
     names = logprob_names(body)
@@ -96,12 +88,9 @@ def server_stages(raw: bytes, service: AdvantageService) -> tuple[Stages, bytes]
     s.compute_s, t = _lap(t)
     response = service.response(body, resolved(params, need), batch, result)
     s.build_s, t = _lap(t)
-    value, errors = ROUTE.response_field.validate(response, {}, loc=("response",))
-    assert not errors, errors[:3]
-    s.response_validate_s, t = _lap(t)
-    out = ROUTE.response_field.serialize_json(value, by_alias=True)
-    s.serialize_s, t = _lap(t)
-    return s, out
+    out = encode(response, media_type).body
+    s.encode_s, t = _lap(t)
+    return s, bytes(out)
 
 
 def new_service() -> AdvantageService:
@@ -167,7 +156,7 @@ class InProcessApp:
             worker={"in_process": False},  # type: ignore[arg-type]
         )
         self.app = create_app(settings)
-        self.headers = {"Authorization": f"Bearer {admin_key}", "Content-Type": "application/json"}
+        self.headers = {"Authorization": f"Bearer {admin_key}"}
         self._runner = asyncio.Runner()
         self._lifespan = self.app.router.lifespan_context(self.app)
         self._client: httpx.AsyncClient | None = None
@@ -186,14 +175,16 @@ class InProcessApp:
         finally:
             self._runner.close()
 
-    def post(self, path: str, raw: bytes) -> tuple[float, bytes]:
-        """Seconds from the call to the whole answer, and the answer."""
+    def post(self, path: str, raw: bytes, media_type: str = JSON_TYPE) -> tuple[float, bytes]:
+        """Seconds from the call to the whole answer, and the answer (`media_type`: the
+        body's format and the answer's)."""
         assert self._client is not None
         client = self._client
+        headers = {**self.headers, "Content-Type": media_type, "Accept": media_type}
 
         async def call() -> tuple[float, bytes]:
             t0 = time.perf_counter()
-            r = await client.post(path, content=raw, headers=self.headers)
+            r = await client.post(path, content=raw, headers=headers)
             seconds = time.perf_counter() - t0
             r.raise_for_status()
             return seconds, r.content

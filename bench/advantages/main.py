@@ -9,15 +9,17 @@ On SQLite, one real uvicorn server (like `reflexa serve`; its worker off, the
 model-free embedder: neither route embeds), configured with a teacher endpoint:
 
 1. Advantages (bench/advantages/workload.py: 8 groups of 8 multi-turn rollouts, mask
-   0 on tool output, float32 log-probs as a trainer's `tolist()` sends them), per
-   method case (grpo; token_signal with clip, compress and discount; token_signal
-   with teacher_entropy and entropy_threshold; direct_opd; step_shaping;
-   horizon_agreement with 2 horizons): a warm-up, then `reps` repetitions, each
-   interleaving (order rotating) the HTTP request (the body encoded beforehand: s =
-   sent -> whole answer received), the server's path stage by stage in this
-   process, the whole app in this process (ASGI, no uvicorn), and the floor
-   (bench/advantages/inprocess.py). The floor's advantages are checked equal to the
-   server's.
+   0 on tool output, float32 log-probs as a trainer's `tolist()` sends them in JSON,
+   or as the client's binary body writes the tensors), per method case (grpo;
+   token_signal with clip, compress and discount; token_signal with teacher_entropy
+   and entropy_threshold; direct_opd; step_shaping; horizon_agreement with 2
+   horizons): a warm-up, then `reps` repetitions, each interleaving (order rotating),
+   for the JSON body and for the binary one (its answer asked in the same format),
+   the HTTP request (the body encoded beforehand: s = sent -> whole answer
+   received), the server's path stage by stage in this process and the whole app in
+   this process (ASGI, no uvicorn); and the floor (bench/advantages/inprocess.py).
+   The floor's advantages are checked equal to the server's, the binary answer's
+   to the JSON answer's (to the bit).
 2. Teacher scoring (bench/advantages/teacher.py: the teacher tests' tiny vLLM-protocol
    server, in a process of its own): a batch of items × continuation tokens after
    token-id contexts, then text contexts (tokenized by Reflexa with the teacher's
@@ -31,6 +33,7 @@ It measures and reports; it asserts nothing about timings.
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import secrets
 import sys
@@ -43,10 +46,11 @@ from typing import Any
 import httpx
 import numpy as np
 import orjson
+from reflexa.binary_advantages import decode_response
 
-from bench.advantages.inprocess import InProcessApp, answer_advantages, floor, new_service, server_stages
+from bench.advantages.inprocess import FORMATS, InProcessApp, answer_advantages, floor, new_service, server_stages
 from bench.advantages.report import render_markdown, summary
-from bench.advantages.results import CaseResult, HttpRun, Report, TeacherResult
+from bench.advantages.results import CaseResult, FormatResult, HttpRun, Report, TeacherResult
 from bench.advantages.teacher import (
     DirectClient,
     TeacherShape,
@@ -54,7 +58,7 @@ from bench.advantages.teacher import (
     post_teacher_logprobs,
     teacher_server,
 )
-from bench.advantages.workload import CASES, Case, Shape, request_body, rollouts, trajectory_tokens
+from bench.advantages.workload import CASES, Case, Shape, binary_body, request_body, rollouts, trajectory_tokens
 from bench.common.api import NAMESPACE, headers
 from bench.common.cpu import CpuSample, CpuUse, wait_for_quiet
 from bench.common.databases import databases
@@ -84,46 +88,55 @@ QUICK = Config(Shape(8, 8, 512, 4), 3, TeacherShape(16, 128, 128), 2, 2.0)
 SMOKE = Config(Shape(2, 4, 64, 2), 2, TeacherShape(4, 8, 8), 1, 0.5)
 
 
-def _http(client: httpx.Client, pid: int, raw: bytes) -> tuple[HttpRun, bytes]:
+def _http(client: httpx.Client, pid: int, raw: bytes, media_type: str) -> tuple[HttpRun, bytes]:
     cores = os.cpu_count() or 1
+    headers = {"Content-Type": media_type, "Accept": media_type}
     before = CpuSample.take(pid, None)
-    r = client.post(ADVANTAGES, content=raw)
+    r = client.post(ADVANTAGES, content=raw, headers=headers)
     after = CpuSample.take(pid, None)
     r.raise_for_status()
     return HttpRun(after.at - before.at, CpuUse.between(before, after, cores)), r.content
 
 
 def run_case(case: Case, groups: Any, cfg: Config, client: httpx.Client, pid: int, app: InProcessApp) -> CaseResult:
-    raw = orjson.dumps(request_body(groups, case))
+    bodies = {"json": orjson.dumps(request_body(groups, case)), "binary": binary_body(groups, case)}
     arrays = trajectory_tokens(groups, case)
     service = new_service()
     wait_for_quiet(os.cpu_count() or 1, max_wait_s=cfg.quiet_wait_s)
     # warm-up (not measured): every path once, and the check that they agree
-    _, content = _http(client, pid, raw)
-    answer = orjson.loads(content)
-    _, ours = server_stages(raw, service)
-    app.post(ADVANTAGES, raw)
-    _, advantages = floor(case.method, case.params, arrays, raw, answer)
-    result = CaseResult(case, len(raw), len(content))
+    result = CaseResult(case)
+    answers = {}
+    for name, raw in bodies.items():
+        _, content = _http(client, pid, raw, FORMATS[name])
+        _, ours = server_stages(raw, service, FORMATS[name])
+        assert ours == content, f"{name}: the in-process stages and the server answer differently"
+        app.post(ADVANTAGES, raw, FORMATS[name])
+        result.formats[name] = FormatResult(len(raw), len(content))
+        answers[name] = content
+    answer = orjson.loads(answers["json"])
     got = answer_advantages(answer)
-    assert got.shape == advantages.shape and orjson.loads(ours)["trajectories"] == answer["trajectories"]
+    binary = decode_response(answers["binary"]).advantages
+    assert binary.tobytes() == got.tobytes(), "the binary answer's advantages differ from the JSON answer's"
+    _, advantages = floor(case.method, case.params, arrays, bodies["json"], answer)
+    assert got.shape == advantages.shape
     result.max_abs_diff = float(np.max(np.abs(got - advantages), initial=0.0))
 
-    def one_http() -> None:
-        result.http.append(_http(client, pid, raw)[0])
+    def one_http(name: str) -> None:
+        result.formats[name].http.append(_http(client, pid, bodies[name], FORMATS[name])[0])
 
-    def one_stages() -> None:
-        result.stages.append(server_stages(raw, service)[0])
+    def one_stages(name: str) -> None:
+        result.formats[name].stages.append(server_stages(bodies[name], service, FORMATS[name])[0])
 
-    def one_app() -> None:
-        result.app_s.append(app.post(ADVANTAGES, raw)[0])
+    def one_app(name: str) -> None:
+        result.formats[name].app_s.append(app.post(ADVANTAGES, bodies[name], FORMATS[name])[0])
 
     def one_floor() -> None:
-        result.floors.append(floor(case.method, case.params, arrays, raw, answer)[0])
+        result.floors.append(floor(case.method, case.params, arrays, bodies["json"], answer)[0])
 
-    steps = [one_http, one_stages, one_app, one_floor]
+    steps = [functools.partial(f, name) for name in FORMATS for f in (one_http, one_stages, one_app)] + [one_floor]
     for rep in range(cfg.reps):
-        for step in steps[rep % 4 :] + steps[: rep % 4]:  # who goes first rotates
+        k = rep % len(steps)
+        for step in steps[k:] + steps[:k]:  # who goes first rotates
             step()
     return result
 
@@ -174,10 +187,10 @@ def run(cfg: Config, command: str, small: bool) -> Report:
             for case in CASES:
                 report.cases.append(run_case(case, groups, cfg, client, srv.pid, app))
                 c = report.cases[-1]
+                fastest = {name: 1000 * min(h.seconds for h in f.http) for name, f in c.formats.items()}
                 progress(
-                    f"  {case.label}: HTTP {1000 * min(h.seconds for h in c.http):,.0f} ms (fastest), in-process "
-                    f"stages {1000 * min(s.total_s for s in c.stages):,.0f} ms, floor "
-                    f"{1000 * min(f.total_s for f in c.floors):,.1f} ms"
+                    f"  {case.label}: HTTP JSON {fastest['json']:,.1f} ms, binary {fastest['binary']:,.1f} ms "
+                    f"(fastest); floor {1000 * min(f.total_s for f in c.floors):,.1f} ms"
                 )
             direct = DirectClient(teacher)
             try:

@@ -6,13 +6,13 @@ from collections.abc import Sequence
 from dataclasses import fields
 from typing import TYPE_CHECKING
 
-from bench.advantages.inprocess import STAGE_LABELS, Stages
+from bench.advantages.inprocess import FORMATS, STAGE_LABELS, Stages
 from bench.advantages.workload import HORIZONS, OPD_NAME
 from bench.common.cpu import BUSY_OTHER_PCT
 from bench.common.latency import percentile
 
 if TYPE_CHECKING:
-    from bench.advantages.results import CaseResult, Report, TeacherResult
+    from bench.advantages.results import CaseResult, FormatResult, Report, TeacherResult
 
 
 def p50(values: Sequence[float]) -> float:
@@ -33,8 +33,12 @@ def _tokens(report: Report) -> int:
     return int(s["groups"] * s["group"] * s["tokens"])
 
 
-def http_p50(c: CaseResult) -> float:
-    return p50([h.seconds for h in c.http])
+AIM = 1.5  # issue 25: a request at most 1.5× its floor (numpy + orjson in one process)
+FORMAT_LABELS = {"json": "JSON", "binary": "binary"}
+
+
+def http_p50(f: FormatResult) -> float:
+    return p50([h.seconds for h in f.http])
 
 
 def floor_p50(c: CaseResult) -> float:
@@ -45,22 +49,27 @@ def numpy_p50(c: CaseResult) -> float:
     return p50([f.numpy_s for f in c.floors])
 
 
+def _rows(report: Report) -> list[tuple[CaseResult, str, FormatResult]]:
+    return [(c, name, f) for c in report.cases for name, f in c.formats.items()]
+
+
 def _http_table(report: Report) -> list[str]:
     s = report.config["shape"]
     lines = [
-        "| method | trajectories × tokens | request MB | response MB | HTTP ms p50 (spread) | tokens/s | server CPU "
-        "| other CPU | in-process app ms | floor ms (numpy + orjson) | ours / floor |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| method | body | trajectories × tokens | request MB | response MB | HTTP ms p50 (spread) | tokens/s "
+        "| server CPU | other CPU | in-process app ms | floor ms (numpy + orjson) | **HTTP ÷ floor** | HTTP ÷ numpy |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    for c in report.cases:
-        other = p50([h.cpu.other_pct for h in c.http])
+    for c, name, f in _rows(report):
+        other = p50([h.cpu.other_pct for h in f.http])
         busy = " ⚠" if other > BUSY_OTHER_PCT else ""
+        http = http_p50(f)
         lines.append(
-            f"| {c.case.label}{busy} | {s['groups'] * s['group']} × {s['tokens']:,} | {c.request_bytes / 1e6:.1f} "
-            f"| {c.response_bytes / 1e6:.1f} | {_spread([h.seconds for h in c.http])} "
-            f"| {_tokens(report) / http_p50(c):,.0f} | {p50([h.cpu.server_pct for h in c.http]):.0f} % "
-            f"| {other:.0f} % | {_ms(p50(c.app_s))} | {_ms(floor_p50(c))} "
-            f"| {floor_p50(c) / http_p50(c):.0%} |"
+            f"| {c.case.label}{busy} | {FORMAT_LABELS[name]} | {s['groups'] * s['group']} × {s['tokens']:,} "
+            f"| {f.request_bytes / 1e6:.1f} | {f.response_bytes / 1e6:.1f} | {_spread([h.seconds for h in f.http])} "
+            f"| {_tokens(report) / http:,.0f} | {p50([h.cpu.server_pct for h in f.http]):.0f} % "
+            f"| {other:.0f} % | {_ms(p50(f.app_s))} | {_ms(floor_p50(c))} "
+            f"| **{http / floor_p50(c):.2f}×** | {http / numpy_p50(c):.1f}× |"
         )
     return lines
 
@@ -68,17 +77,18 @@ def _http_table(report: Report) -> list[str]:
 def _stages_table(report: Report) -> list[str]:
     names = [f.name for f in fields(Stages)]
     lines = [
-        "| method | " + " | ".join(STAGE_LABELS[n] for n in names) + " | sum | of it JSON + validation "
-        "| in-process app | HTTP | HTTP − app (uvicorn, loopback) |",
-        "|---|" + "---:|" * (len(names) + 5),
+        "| method | body | " + " | ".join(STAGE_LABELS[n] for n in names) + " | sum | of it decode + encode "
+        "| in-process app | in-process app ÷ floor | HTTP | HTTP − app (uvicorn, loopback) |",
+        "|---|---|" + "---:|" * (len(names) + 6),
     ]
-    for c in report.cases:
-        total = p50([st.total_s for st in c.stages])
-        app, http = p50(c.app_s), http_p50(c)
-        cells = " | ".join(_ms(p50([getattr(st, n) for st in c.stages])) for n in names)
+    for c, name, f in _rows(report):
+        total = p50([st.total_s for st in f.stages])
+        app, http = p50(f.app_s), http_p50(f)
+        cells = " | ".join(_ms(p50([getattr(st, n) for st in f.stages])) for n in names)
         lines.append(
-            f"| {c.case.label} | {cells} | **{_ms(total)}** | {p50([st.json_s / st.total_s for st in c.stages]):.0%} "
-            f"| {_ms(app)} | {_ms(http)} | {_ms(http - app)} |"
+            f"| {c.case.label} | {FORMAT_LABELS[name]} | {cells} | **{_ms(total)}** "
+            f"| {p50([st.json_s / st.total_s for st in f.stages]):.0%} | {_ms(app)} | {app / floor_p50(c):.2f}× "
+            f"| {_ms(http)} | {_ms(http - app)} |"
         )
     return lines
 
@@ -86,17 +96,19 @@ def _stages_table(report: Report) -> list[str]:
 def _floor_table(report: Report) -> list[str]:
     lines = [
         "| method | concat ms | needs + compute ms | numpy ms | orjson decode request ms | orjson encode answer ms "
-        "| JSON ms | floor ms | numpy tokens/s | HTTP ÷ numpy | HTTP ÷ floor | max abs(floor − server) |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| JSON ms | floor ms | numpy tokens/s | JSON HTTP ÷ floor | binary HTTP ÷ floor | binary HTTP ÷ numpy "
+        "| max abs(floor − server) |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for c in report.cases:
         f = c.floors
-        http = http_p50(c)
+        by_json, by_binary = http_p50(c.formats["json"]), http_p50(c.formats["binary"])
         lines.append(
             f"| {c.case.label} | {_ms(p50([x.concat_s for x in f]))} | {_ms(p50([x.compute_s for x in f]))} "
             f"| {_ms(numpy_p50(c))} | {_ms(p50([x.decode_s for x in f]))} | {_ms(p50([x.encode_s for x in f]))} "
             f"| {_ms(p50([x.json_s for x in f]))} | {_ms(floor_p50(c))} | {_tokens(report) / numpy_p50(c):,.0f} "
-            f"| {http / numpy_p50(c):.1f}× | {http / floor_p50(c):.1f}× | {c.max_abs_diff:g} |"
+            f"| {by_json / floor_p50(c):.2f}× | {by_binary / floor_p50(c):.2f}× | {by_binary / numpy_p50(c):.1f}× "
+            f"| {c.max_abs_diff:g} |"
         )
     return lines
 
@@ -136,20 +148,35 @@ def _teacher_table(report: Report) -> list[str]:
 
 def verdicts(report: Report) -> list[str]:
     cases = report.cases
-    rate = {c.case.label: _tokens(report) / http_p50(c) for c in cases}
-    slow, fast = min(rate, key=rate.__getitem__), max(rate, key=rate.__getitem__)
-    vs_numpy = [http_p50(c) / numpy_p50(c) for c in cases]
-    vs_floor = [http_p50(c) / floor_p50(c) for c in cases]
-    json_share = [p50([st.json_s / st.total_s for st in c.stages]) for c in cases]
-    compute_share = [p50([st.compute_s for st in c.stages]) / http_p50(c) for c in cases]
-    out = [
-        f"- Advantages, {_tokens(report):,} tokens per request: **{rate[slow]:,.0f} tokens/s** ({slow}) to "
-        f"**{rate[fast]:,.0f} tokens/s** ({fast}) over HTTP (p50 of {report.config['reps']}); the request takes "
-        f"**{min(vs_floor):.1f}–{max(vs_floor):.1f}× the floor** (numpy + orjson) and "
-        f"{min(vs_numpy):.0f}–{max(vs_numpy):.0f}× the numpy alone; the compute itself is "
-        f"{min(compute_share):.0%}–{max(compute_share):.0%} of the request, JSON parsing, validation and "
-        f"serialisation {min(json_share):.0%}–{max(json_share):.0%} of the server's in-process path.",
-    ]
+    out = []
+    for name in FORMATS:
+        rate = {c.case.label: _tokens(report) / http_p50(c.formats[name]) for c in cases}
+        slow, fast = min(rate, key=rate.__getitem__), max(rate, key=rate.__getitem__)
+        vs_floor = {c.case.label: http_p50(c.formats[name]) / floor_p50(c) for c in cases}
+        vs_numpy = [http_p50(c.formats[name]) / numpy_p50(c) for c in cases]
+        app_floor = [p50(c.formats[name].app_s) / floor_p50(c) for c in cases]
+        body = [p50([st.json_s / st.total_s for st in c.formats[name].stages]) for c in cases]
+        compute_share = [
+            p50([st.compute_s for st in c.formats[name].stages]) / http_p50(c.formats[name]) for c in cases
+        ]
+        met = [label for label, r in vs_floor.items() if r <= AIM]
+        aim = (
+            "met for every method"
+            if len(met) == len(cases)
+            else f"met for {len(met)} of {len(cases)} methods ({', '.join(met)})"
+            if met
+            else "not met"
+        )
+        out.append(
+            f"- Advantages, {FORMAT_LABELS[name]} bodies, {_tokens(report):,} tokens per request: "
+            f"**{rate[slow]:,.0f} tokens/s** ({slow}) to **{rate[fast]:,.0f} tokens/s** ({fast}) over HTTP (p50 of "
+            f"{report.config['reps']}); the request takes **{min(vs_floor.values()):.2f}–{max(vs_floor.values()):.2f}× "
+            f"the floor** (numpy + orjson in one process; the aim ≤ {AIM}×: {aim}) and "
+            f"{min(vs_numpy):.1f}–{max(vs_numpy):.1f}× the numpy alone; the app in process (no uvicorn, no socket) "
+            f"{min(app_floor):.2f}–{max(app_floor):.2f}× the floor. The compute is {min(compute_share):.0%}–"
+            f"{max(compute_share):.0%} of the request; decoding and encoding the body "
+            f"{min(body):.0%}–{max(body):.0%} of the server's in-process path."
+        )
     for t in report.teacher:
         n, r0 = teacher_numbers(t), t.runs[0]
         out.append(
@@ -179,35 +206,35 @@ def render_markdown(report: Report) -> str:
         f"- Batch (`bench/advantages/workload.py`): {s['groups']} groups of {s['group']} trajectories × "
         f"{s['tokens']:,} tokens ({_tokens(report):,} tokens a request), each trajectory {s['turns']} turns of "
         f"{turn} tokens whose last quarter is tool output (mask 0), so `token_steps` and `mask` go with every request; "
-        "0/1 rewards, mixed in every group; float32 log-probs sent as `tensor.tolist()` writes them. Teacher "
+        "0/1 rewards, mixed in every group; float32 log-probs sent as `tensor.tolist()` writes them (JSON) or as "
+        "the client's `reflexa.binary_advantages.encode_request` writes the tensors (binary: float32 and int64 "
+        "columns; the answer asked for in the same format: float64 columns). Teacher "
         f"log-probs are the student's plus noise, horizons `{'`, `'.join(HORIZONS)}`, direct_opd one (post, pre) pair "
         f"`{OPD_NAME}`; params: token_signal `clip` 1, `compress`, `discount` 0.99, or `entropy_threshold` 2 with "
         "`teacher_entropy`; the other methods at their defaults.",
-        f"- Per method: one warm-up, then {cfg['reps']} repetitions, each running (order rotating) the HTTP request "
-        "(s = the body, encoded beforehand, sent -> the whole answer received), the server's stages in this process, "
-        "the whole app in this process, and the floor. CPU columns are % of one core over the request (2 cores = "
-        f"200 %), p50 over the repetitions; other = the machine minus the benchmark process and the server. ⚠: other "
-        "work above "
-        f"{BUSY_OTHER_PCT:.0f} % of a core.",
+        f"- Per method: one warm-up, then {cfg['reps']} repetitions, each running (order rotating), for each body "
+        "format, the HTTP request (s = the body, encoded beforehand, sent -> the whole answer received), the server's "
+        "stages in this process and the whole app in this process; and the floor. CPU columns are % of one core over "
+        "the request (2 cores = 200 %), p50 over the repetitions; other = the machine minus the benchmark process and "
+        f"the server. ⚠: other work above {BUSY_OTHER_PCT:.0f} % of a core.",
         "",
         "### POST /v1/distill/advantages",
         "",
         "tokens/s = the request's tokens (masked ones included) / its p50; floor = the numpy and orjson of the floor "
-        "table below; ours / floor = floor s / s.",
+        "table below, measured in the same run; HTTP ÷ floor = the request's p50 / the floor's (the aim: ≤ "
+        f"{AIM}×).",
         "",
         *_http_table(report),
         "",
         "### Where the server's time goes (in process, ms p50)",
         "",
         "`bench/advantages/inprocess.py` runs the server's path on the same body in this process, stage by stage as "
-        "the app does: `json.loads` (what Starlette's `Request.json` does), the app-wide storable check "
-        "(`service.limits.storable.check_json`), the route's FastAPI body field (`AdvantagesRequest`, strict), "
-        "the service "
-        "(params, size checks, lists turned into checked arrays and concatenated; "
-        "`service.distill.signals.compute`; the "
-        "response objects), then the route's response field validating and dumping to JSON bytes as FastAPI does. "
-        "In-process app = the whole app (`create_app`, lifespan run: middleware, the key's lookup, the threadpool) "
-        "through httpx's ASGITransport, no uvicorn or socket; HTTP − app is what uvicorn and the loopback add.",
+        "the route does: `service.distill.advantages.body.decode` (JSON: one orjson parse, the per-token lists to "
+        "numpy in bulk, the storable check and pydantic on the rest; binary: the header and the columns), the "
+        "service (params, size checks, the arrays checked and concatenated; `service.distill.signals.compute`; the "
+        "response objects), then `body.encode` (orjson from numpy, or binary columns). In-process app = the whole "
+        "app (`create_app`, lifespan run: middleware, the key's lookup, the threadpool) through httpx's "
+        "ASGITransport, no uvicorn or socket; HTTP − app is what uvicorn and the loopback add.",
         "",
         *_stages_table(report),
         "",

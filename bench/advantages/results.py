@@ -20,15 +20,22 @@ class HttpRun:
 
 
 @dataclass
-class CaseResult:
-    case: Case
+class FormatResult:
+    """One body format's runs (json or binary: the request's and the answer's)."""
+
     request_bytes: int
     response_bytes: int
     http: list[HttpRun] = field(default_factory=list)
     stages: list[Stages] = field(default_factory=list)
     app_s: list[float] = field(default_factory=list)
+
+
+@dataclass
+class CaseResult:
+    case: Case
+    formats: dict[str, FormatResult] = field(default_factory=dict)
     floors: list[Floor] = field(default_factory=list)
-    max_abs_diff: float = 0.0  # floor's advantages against the server's
+    max_abs_diff: float = 0.0  # floor's advantages against the server's (JSON and binary answers are equal to the bit)
 
 
 @dataclass

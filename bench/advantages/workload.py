@@ -15,10 +15,12 @@ Deterministic (a fixed seed).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from reflexa.binary_advantages import encode_request
 
 from service.distill.signals import TrajectoryTokens
 
@@ -122,35 +124,42 @@ def rollouts(shape: Shape) -> list[list[Rollout]]:
     return groups
 
 
-def _trajectory_json(r: Rollout, case: Case) -> dict[str, Any]:
-    """What a trainer sends: its tensors' `.tolist()` (float32 values as Python floats)."""
-    out: dict[str, Any] = {"id": r.id, "reward": r.reward, "token_steps": r.steps.tolist(), "mask": r.mask.tolist()}
+def _trajectory(r: Rollout, case: Case, series: Callable[[np.ndarray], Any]) -> dict[str, Any]:
+    """What a trainer sends, each tensor through `series`."""
+    out: dict[str, Any] = {"id": r.id, "reward": r.reward, "token_steps": series(r.steps), "mask": series(r.mask)}
     logprobs: dict[str, Any] = {}
     if "student" in case.inputs:
-        logprobs["student"] = r.student.tolist()
+        logprobs["student"] = series(r.student)
     if "teacher" in case.inputs:
-        logprobs["teacher"] = r.teacher.tolist()
+        logprobs["teacher"] = series(r.teacher)
     if "horizons" in case.inputs:
-        logprobs["teacher"] = {h: v.tolist() for h, v in r.horizons.items()}
+        logprobs["teacher"] = {h: series(v) for h, v in r.horizons.items()}
     if "post_pre" in case.inputs:
-        logprobs["post"] = {OPD_NAME: r.student.tolist()}
-        logprobs["pre"] = {OPD_NAME: r.pre.tolist()}
+        logprobs["post"] = {OPD_NAME: series(r.student)}
+        logprobs["pre"] = {OPD_NAME: series(r.pre)}
     if logprobs:
         out["logprobs"] = logprobs
     if "entropy" in case.inputs:
-        out["teacher_entropy"] = r.entropy.tolist()
+        out["teacher_entropy"] = series(r.entropy)
     return out
 
 
+def request_groups(groups: list[list[Rollout]], case: Case, series: Callable[[np.ndarray], Any]) -> list[Any]:
+    return [
+        {"group_id": f"group-{g}", "trajectories": [_trajectory(r, case, series) for r in members]}
+        for g, members in enumerate(groups)
+    ]
+
+
 def request_body(groups: list[list[Rollout]], case: Case) -> dict[str, Any]:
-    return {
-        "method": case.method,
-        "params": case.params,
-        "groups": [
-            {"group_id": f"group-{g}", "trajectories": [_trajectory_json(r, case) for r in members]}
-            for g, members in enumerate(groups)
-        ],
-    }
+    """The JSON body: the tensors' `.tolist()` (float32 values as Python floats)."""
+    return {"method": case.method, "params": case.params, "groups": request_groups(groups, case, np.ndarray.tolist)}
+
+
+def binary_body(groups: list[list[Rollout]], case: Case) -> bytes:
+    """The binary body, as the client writes it from the tensors themselves (float32
+    log-probs, int64 mask and steps: columns of their own dtype)."""
+    return encode_request(case.method, request_groups(groups, case, lambda a: a), case.params)
 
 
 def trajectory_tokens(groups: list[list[Rollout]], case: Case) -> list[list[TrajectoryTokens]]:

@@ -14,7 +14,9 @@ prepare (rows grouped by uid, padding trimmed, tensors to lists), the batched cl
 call (packing, JSON, HTTP, the server, parsing, merging), write-back (the padded
 float32 tensors). Tokens/s counts response tokens (padding excluded). The floor
 (bench/verl_advantages/floor.py) is timed `reps` times too, and the write-back is
-checked against it (max |difference|, float32).
+checked against it (max |difference|, float32). Each run is also made the adapter's
+binary way (`va.shaped_advantages`: one binary request, the server's token limit raised
+for it), its write-back checked equal to the JSON one's to the bit.
 
 It measures and reports; it asserts nothing about timings.
 """
@@ -33,6 +35,7 @@ from typing import Any
 
 import numpy as np
 from reflexa import Client
+from reflexa.binary_advantages import ArrayAdvantages
 from reflexa.integrations import verl_advantages as va
 
 from bench.common.databases import databases
@@ -46,6 +49,9 @@ from migrations import upgrade
 SECTION = "verl_advantages"
 SERVER_ENV = {"REFLEXA_WORKER__IN_PROCESS": "false", "REFLEXA_EMBEDDING__BACKEND": "hashing"}
 METHODS = (("grpo", {}), ("token_signal", {"beta": 1.0}))
+# The server's token limit raised so that the whole batch is one binary request (the JSON
+# runs still split at the client's default, 2,000,000: the server's default).
+BINARY_MAX_TOKENS = 4_000_000
 
 
 @dataclass(frozen=True)
@@ -65,6 +71,7 @@ class Run:
     client_s: float
     write_s: float
     requests: int
+    body: str = "JSON"  # or "binary": one request, the tensors' bytes (prepare and write-back inside the total)
 
     @property
     def total_s(self) -> float:
@@ -101,6 +108,24 @@ def one_run(data: VerlBatch, method: str, params: dict[str, Any], client: Client
     return run, advantages
 
 
+def one_binary_run(data: VerlBatch, method: str, params: dict[str, Any], client: Client) -> tuple[Run, Any]:
+    """The adapter's own path (va.shaped_advantages) when the batch fits one request:
+    the binary body from the tensors, the float64 answer scattered back."""
+    batch = data.batch
+    mask = va.response_mask(batch)
+    student = method != "grpo"
+    started = time.perf_counter()
+    logprobs = {"student": batch[va.STUDENT]} if student else {}
+    teachers = {"default": batch[va.DEFAULT_TEACHER]} if student else {}
+    rewards = batch["token_level_rewards"].sum(dim=-1)
+    limits = {"max_tokens": BINARY_MAX_TOKENS}
+    advantages, answer = va.shaped_advantages(
+        client, method, params, rewards, mask, data.non_tensor_batch["uid"], logprobs, teachers, limits
+    )
+    assert isinstance(answer, ArrayAdvantages), "the batch did not fit one binary request"
+    return Run(0.0, time.perf_counter() - started, 0.0, 1, "binary"), advantages
+
+
 def run(cfg: Config, command: str) -> dict[str, Any]:
     started = time.perf_counter()
     os.environ.update(OFFLINE_ENV)
@@ -111,7 +136,8 @@ def run(cfg: Config, command: str) -> dict[str, Any]:
         url = dbs.sqlite("verl-advantages")
         upgrade(url)
         key = "rfx_bench_" + secrets.token_urlsafe(24)
-        with server(url, key, Path(tmp), env=SERVER_ENV) as srv, Client(srv.url, key, timeout=900) as client:
+        env = {**SERVER_ENV, "REFLEXA_LIMITS__MAX_ADVANTAGE_TOKENS": str(BINARY_MAX_TOKENS)}
+        with server(url, key, Path(tmp), env=env) as srv, Client(srv.url, key, timeout=900) as client:
             for method, params in METHODS:
                 result = MethodResult(method, cfg.shape.rows, cfg.shape.width, data.tokens)
                 want = floor(data, method)
@@ -121,15 +147,18 @@ def run(cfg: Config, command: str) -> dict[str, Any]:
                     t = time.perf_counter()
                     floor(data, method)
                     result.floors_s.append(time.perf_counter() - t)
-                    r, advantages = one_run(data, method, params, client)
-                    result.runs.append(r)
-                    assert np.array_equal(advantages.numpy(), check.batch["advantages"].numpy())
-                    result.max_abs_diff = float(np.max(np.abs(advantages.numpy() - want)))
-                    progress(
-                        f"  {method} {rep + 1}: {r.total_s:.1f} s (prepare {r.prepare_s:.1f}, client "
-                        f"{r.client_s:.1f}, write-back {r.write_s:.1f}), {r.requests} requests; floor "
-                        f"{1000 * result.floors_s[-1]:.0f} ms"
-                    )
+                    for r, advantages in (
+                        one_run(data, method, params, client),
+                        one_binary_run(data, method, params, client),
+                    ):
+                        result.runs.append(r)
+                        assert np.array_equal(advantages.numpy(), check.batch["advantages"].numpy())
+                        result.max_abs_diff = float(np.max(np.abs(advantages.numpy() - want)))
+                        progress(
+                            f"  {method} {r.body} {rep + 1}: {r.total_s:.1f} s (prepare {r.prepare_s:.1f}, client "
+                            f"{r.client_s:.1f}, write-back {r.write_s:.1f}), {r.requests} requests; floor "
+                            f"{1000 * result.floors_s[-1]:.0f} ms"
+                        )
                 results.append(result)
     return {
         "command": command,
@@ -153,31 +182,52 @@ def render_markdown(report: dict[str, Any]) -> str:
         "",
         "### Through the client (prepare → split requests → write-back)",
         "",
-        "| method | rows × width | response tokens | padded positions | requests | total s | prepare s | "
+        "JSON: `va.rollout_groups` (lists) → `Client.distill_advantages_batched` (split under the default limits) → "
+        "`va.advantages_tensor`; binary: `va.shaped_advantages`, the adapter's own path when the batch fits one "
+        "request (the server's token limit raised to "
+        f"{BINARY_MAX_TOKENS:,} for it): the tensors' bytes in one binary body, the float64 answer scattered back "
+        "(its prepare and write-back are inside the total).",
+        "",
+        "| method | body | rows × width | response tokens | padded positions | requests | total s | prepare s | "
         "client s | write-back s | tokens/s |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
+
+    def best_of(r: dict[str, Any], body: str) -> dict[str, Any] | None:
+        runs = [x for x in r["runs"] if x.get("body", "JSON") == body]
+        return min(runs, key=lambda x: x["total_s"]) if runs else None
+
     for r in report["results"]:
-        best = min(r["runs"], key=lambda x: x["total_s"])
         padded = r["rows"] * r["width"]
-        lines.append(
-            f"| {r['method']} | {r['rows']} × {r['width']} | {r['tokens']:,} | {padded:,} | {best['requests']} | "
-            f"{best['total_s']:.2f} | {best['prepare_s']:.2f} | {best['client_s']:.2f} | {best['write_s']:.2f} | "
-            f"{r['tokens'] / best['total_s']:,.0f} |"
-        )
+        for body in ("JSON", "binary"):
+            best = best_of(r, body)
+            if best is None:
+                continue
+            parts = (
+                f"{best['prepare_s']:.2f} | {best['client_s']:.2f} | {best['write_s']:.2f}"
+                if body == "JSON"
+                else f"— | {best['client_s']:.2f} | —"
+            )
+            lines.append(
+                f"| {r['method']} | {body} | {r['rows']} × {r['width']} | {r['tokens']:,} | {padded:,} "
+                f"| {best['requests']} | {best['total_s']:.2f} | {parts} | {r['tokens'] / best['total_s']:,.0f} |"
+            )
     lines += [
         "",
         "### Raw floor (numpy on the padded tensors, one process)",
         "",
-        "| method | ms | tokens/s | client ÷ floor | max abs diff |",
-        "|---|---|---|---|---|",
+        "| method | ms | tokens/s | JSON client ÷ floor | binary client ÷ floor | max abs diff |",
+        "|---|---|---|---|---|---|",
     ]
     for r in report["results"]:
-        best = min(x["total_s"] for x in r["runs"])
         fl = min(r["floors_s"])
+        ratios = []
+        for body in ("JSON", "binary"):
+            best = best_of(r, body)
+            ratios.append(f"{best['total_s'] / fl:,.1f}×" if best else "—")
         lines.append(
-            f"| {r['method']} | {1000 * fl:,.1f} | {r['tokens'] / fl:,.0f} | {best / fl:,.0f}× | "
-            f"{r['max_abs_diff']:.1e} |"
+            f"| {r['method']} | {1000 * fl:,.1f} | {r['tokens'] / fl:,.0f} | {ratios[0]} | {ratios[1]} "
+            f"| {r['max_abs_diff']:.1e} |"
         )
     lines += ["", f"Whole run: {report['wall_s'] / 60:.1f} min."]
     return "\n".join(lines)

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from fastapi import Request
 
@@ -24,6 +25,7 @@ from domain.errors import InvalidInput
 _UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 _JSON_TYPES = ("application/json", "+json")
 _NUMBERS = (int, float, bool)
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 def check_text(value: str, field: str, max_chars: int) -> None:
@@ -74,6 +76,13 @@ def check_json(value: Any, root: str, max_chars: int) -> None:
             raise InvalidInput(f"{path or 'body'} is {node}; numbers must be finite", field=path, rule="finite_number")
 
 
+def checks_its_own_body(endpoint: F) -> F:
+    """Marks an endpoint that reads its body itself and runs check_json on what it
+    parsed (POST /v1/distill/advantages: a body of numbers parsed once, not twice)."""
+    endpoint.__dict__["checks_its_own_body"] = True
+    return endpoint
+
+
 async def refuse_unstorable(request: Request) -> None:
     """An app-wide dependency (service.app): runs before body validation."""
     max_chars = request.app.state.services.settings.limits.max_text_chars
@@ -85,6 +94,8 @@ async def refuse_unstorable(request: Request) -> None:
         check_text(value, name, max_chars)
     content_type = request.headers.get("content-type", "")
     if request.method in ("GET", "HEAD", "DELETE") or not content_type.split(";")[0].strip().endswith(_JSON_TYPES):
+        return
+    if getattr(request.scope.get("endpoint"), "checks_its_own_body", False):
         return
     if not await request.body():
         return

@@ -107,10 +107,11 @@ EXPECTED: dict[str, tuple[list[str], list[str]]] = {
             "### Against the issue",
         ],
         [
-            # each method over HTTP: 2 groups × 4 trajectories × 64 tokens
+            # each method over HTTP, each body: 2 groups × 4 trajectories × 64 tokens
             *(
-                rf"\| {m}( \([^|]*\))?( ⚠)? \| 8 × 64 \| [\d.]+ \|"
+                rf"\| {m}( \([^|]*\))?( ⚠)? \| {body} \| 8 × 64 \| [\d.]+ \|"
                 for m in ("grpo", "token_signal", "direct_opd", "step_shaping", "horizon_agreement")
+                for body in ("JSON", "binary")
             ),
             r"\| grpo \| [\d.]+ \| [\d.]+ \| [\d.]+ \|",  # its floor (and its stages)
             r"\| token_ids \| 4 × 8 \| 8 \| 1 \|",  # teacher scoring: 4 items × 8 tokens, one scoring call
@@ -125,7 +126,11 @@ EXPECTED: dict[str, tuple[list[str], list[str]]] = {
         ],
         [
             # 4 prompts × 4 rollouts × 128 padded positions, one request each
-            *(rf"\| {m} \| 16 × 128 \| [\d,]+ \| 2,048 \| 1 \|" for m in ("grpo", "token_signal")),
+            *(
+                rf"\| {m} \| {body} \| 16 × 128 \| [\d,]+ \| 2,048 \| 1 \|"
+                for m in ("grpo", "token_signal")
+                for body in ("JSON", "binary")
+            ),
             *(rf"\| {m} \| [\d.,]+ \| [\d,]+ \|" for m in ("grpo", "token_signal")),
         ],
     ),

@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 import torch
 from reflexa import Client
+from reflexa.binary_advantages import ArrayAdvantages
 from reflexa.integrations import verl_advantages as va
 
 HAS_VERL = importlib.util.find_spec("verl") is not None
@@ -115,6 +116,7 @@ def test_outcome_write_back(admin: Client, kind: str, method: str) -> None:
     r = rows()
     data = data_proto(r, kind)
     answer = va.compute_advantages(data, method, client=admin)
+    assert isinstance(answer, ArrayAdvantages)  # one request: the binary body
     adv = data.batch["advantages"]
     assert adv.shape == r.mask.shape and adv.dtype == torch.float32
     assert torch.equal(data.batch["returns"], adv)
@@ -125,7 +127,7 @@ def test_outcome_write_back(admin: Client, kind: str, method: str) -> None:
 
     split = data_proto(r, kind)
     answer = va.compute_advantages(split, method, client=admin, max_tokens=int(r.lengths.max()) * ROLLOUTS)
-    assert len(answer.requests) >= 2
+    assert len(answer.requests) >= 2  # split: JSON requests, the same numbers to the bit
     assert torch.equal(split.batch["advantages"], adv)
 
 

@@ -124,12 +124,30 @@ class Operation(Generic[T]):
     session_namespace: str | None = None
     #: Seconds the server may deliberately wait before answering; added to the read timeout.
     server_wait: float = 0.0
+    #: The media type of ``content`` (default JSON) and the answer's asked for (default JSON).
+    content_type: str | None = None
+    accept: str | None = None
+    #: Reads the answer's bytes (a non-JSON ``accept``), instead of ``read`` on its JSON.
+    read_bytes: Callable[[bytes], T] | None = None
+
+    def headers(self, base: Mapping[str, str]) -> Mapping[str, str]:
+        """The request's headers: ``base`` (the client's), with this body's media types."""
+        if self.content is None and self.accept is None:
+            return base
+        out = dict(base)
+        if self.content is not None:
+            out["Content-Type"] = self.content_type or "application/json"
+        if self.accept is not None:
+            out["Accept"] = self.accept
+        return out
 
     def parse(self, response: httpx.Response) -> T:
         """The answer as a ``T``; a 2xx we cannot read means we are not talking to Reflexa."""
         try:
+            if self.read_bytes is not None:
+                return self.read_bytes(response.content)
             return self.read(None if response.status_code == 204 else response.json())
-        except (ValueError, ValidationError) as exc:
+        except (ValueError, KeyError, ValidationError) as exc:
             raise InvalidResponse(
                 f"{self.method} {self.path}: unreadable {response.status_code} answer ({exc})",
                 status=response.status_code,
@@ -732,6 +750,26 @@ def distill_advantages(
                 out["reward"] = None
     # Pure arithmetic on what is sent: the same body gives the same answer, so a repeat is harmless.
     return Operation("POST", "/v1/distill/advantages", _reader(AdvantagesResponse), body=body)
+
+
+def distill_advantages_arrays(
+    method: str, groups: Sequence[Mapping[str, Any]], *, params: Mapping[str, Any] | None
+) -> Operation[Any]:
+    """POST /v1/distill/advantages with the binary body and answer (reflexa.binary_advantages;
+    needs numpy). The server checks the groups: its errors name the field as for JSON."""
+    from reflexa import binary_advantages as binary
+
+    if isinstance(groups, str | Mapping):
+        raise InvalidInput(f"groups must be a list, not one {type(groups).__name__}", field="groups")
+    return Operation(
+        "POST",
+        "/v1/distill/advantages",
+        _reader(AdvantagesResponse),
+        content=binary.encode_request(method, groups, params),
+        content_type=binary.MEDIA_TYPE,
+        accept=binary.MEDIA_TYPE,
+        read_bytes=binary.decode_response,
+    )
 
 
 def distill_advantages_batched(

@@ -29,9 +29,6 @@ _sleep = time.sleep
 _async_sleep = asyncio.sleep
 
 
-_JSON = {"Content-Type": "application/json"}
-
-
 def _headers(config: ClientConfig) -> dict[str, str]:
     headers = {"Accept": "application/json", "User-Agent": f"reflexa-python/{__version__}"}
     if config.api_key:
@@ -115,7 +112,7 @@ class SyncTransport:
                     params=op.params,
                     json=op.body,
                     content=op.content,
-                    headers=self._headers if op.content is None else {**self._headers, **_JSON},
+                    headers=op.headers(self._headers),
                     timeout=self.config.timeout + op.server_wait,
                 )
             except httpx.TransportError as exc:
@@ -177,7 +174,7 @@ class AsyncTransport:
                     params=op.params,
                     json=op.body,
                     content=op.content,
-                    headers=self._headers if op.content is None else {**self._headers, **_JSON},
+                    headers=op.headers(self._headers),
                     timeout=self.config.timeout + op.server_wait,
                 )
             except httpx.TransportError as exc:

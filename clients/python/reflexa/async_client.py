@@ -13,7 +13,7 @@ import contextlib
 import os
 from collections.abc import AsyncIterator, Mapping, Sequence
 from types import TracebackType
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import httpx
 
@@ -44,6 +44,9 @@ from reflexa._operations import (
 )
 from reflexa._retry import RetryPolicy
 from reflexa._transport import AsyncTransport
+
+if TYPE_CHECKING:  # numpy is needed only by distill_advantages_arrays
+    from reflexa.binary_advantages import ArrayAdvantages
 from reflexa.config import DEFAULT_TIMEOUT, ClientConfig
 from reflexa.errors import ConsistencyTimeout, ReflexaError
 from reflexa.models import (
@@ -808,6 +811,25 @@ class AsyncClient:
         the same body always gives the same answer.
         """
         return await self._transport.send(ops.distill_advantages(method, groups, params=params))
+
+    async def distill_advantages_arrays(
+        self,
+        method: AdvantageMethod,
+        groups: Sequence[Mapping[str, Any]],
+        *,
+        params: Mapping[str, Any] | None = None,
+    ) -> ArrayAdvantages:
+        """:meth:`distill_advantages` with numpy in and out (needs numpy): the
+        per-token values (arrays, CPU tensors or lists) go as raw columns in the
+        binary body (docs/trainers.md, "The binary body"), not as JSON numbers, and
+        the answer's per-token values come back as float64 arrays
+        (:class:`~reflexa.binary_advantages.ArrayAdvantages`: ``columns["advantages"]``
+        for every token sent, ``offsets`` per trajectory, ``response`` the rest of
+        the JSON answer). The same numbers as :meth:`distill_advantages`, to the bit;
+        one request (at most the server's limits). ``groups`` are dicts of the same
+        fields; a refused body is :class:`~reflexa.errors.InvalidInput` naming the field.
+        """
+        return await self._transport.send(ops.distill_advantages_arrays(method, groups, params=params))
 
     async def distill_advantages_batched(
         self,

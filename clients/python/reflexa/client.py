@@ -14,7 +14,7 @@ import contextlib
 import os
 from collections.abc import Iterator, Mapping, Sequence
 from types import TracebackType
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import httpx
 
@@ -47,6 +47,9 @@ from reflexa._retry import RetryPolicy
 from reflexa._spool import DEFAULT_MAX_BYTES as DEFAULT_SPOOL_BYTES  # sync-only
 from reflexa._spool import ReplayReport, Spool, SpoolReplayer  # sync-only
 from reflexa._transport import SyncTransport
+
+if TYPE_CHECKING:  # numpy is needed only by distill_advantages_arrays
+    from reflexa.binary_advantages import ArrayAdvantages
 from reflexa.config import DEFAULT_TIMEOUT, ClientConfig
 from reflexa.episode import Episode, EpisodeErrorCallback  # sync-only
 from reflexa.errors import ConsistencyTimeout, ReflexaError
@@ -828,6 +831,25 @@ class Client:
         the same body always gives the same answer.
         """
         return self._transport.send(ops.distill_advantages(method, groups, params=params))
+
+    def distill_advantages_arrays(
+        self,
+        method: AdvantageMethod,
+        groups: Sequence[Mapping[str, Any]],
+        *,
+        params: Mapping[str, Any] | None = None,
+    ) -> ArrayAdvantages:
+        """:meth:`distill_advantages` with numpy in and out (needs numpy): the
+        per-token values (arrays, CPU tensors or lists) go as raw columns in the
+        binary body (docs/trainers.md, "The binary body"), not as JSON numbers, and
+        the answer's per-token values come back as float64 arrays
+        (:class:`~reflexa.binary_advantages.ArrayAdvantages`: ``columns["advantages"]``
+        for every token sent, ``offsets`` per trajectory, ``response`` the rest of
+        the JSON answer). The same numbers as :meth:`distill_advantages`, to the bit;
+        one request (at most the server's limits). ``groups`` are dicts of the same
+        fields; a refused body is :class:`~reflexa.errors.InvalidInput` naming the field.
+        """
+        return self._transport.send(ops.distill_advantages_arrays(method, groups, params=params))
 
     def distill_advantages_batched(
         self,

@@ -3,7 +3,8 @@ trajectory the same length, masks 0/1, steps non-decreasing, log-probs <= 0),
 flatten it onto one token axis (service.distill.signals.TokenBatch), compute, and answer
 per trajectory aligned with its tokens. No database: nothing is stored.
 
-One loop runs per trajectory (turning its lists into arrays and checking them);
+One loop runs per trajectory (checking its arrays: the route's body decoder hands
+them over as numpy arrays already, lists only where pydantic validated them);
 everything per token is numpy over the whole batch.
 """
 
@@ -53,14 +54,19 @@ def parse_params(method: str, params: dict[str, Any] | None) -> Params:
         raise InvalidInput(message, field=field_name, rule=err["type"]) from None
 
 
-def _named(value: list[float] | dict[str, list[float]] | None) -> dict[str, list[float]]:
+# A per-token series is a list (pydantic's) or a numpy array (service.distill.advantages.body
+# turns the lists it can into arrays before validation); both read alike below.
+Series = list[float] | np.ndarray
+
+
+def _named(value: Series | dict[str, Series] | None) -> dict[str, Series]:
     if value is None:
         return {}
-    return {DEFAULT_NAME: value} if isinstance(value, list) else value
+    return value if isinstance(value, dict) else {DEFAULT_NAME: value}
 
 
-def _named_field(path: str, value: list[float] | dict[str, list[float]], name: str) -> str:
-    return path if isinstance(value, list) else f"{path}.{name}"
+def _named_field(path: str, value: Series | dict[str, Series], name: str) -> str:
+    return f"{path}.{name}" if isinstance(value, dict) else path
 
 
 def _per_token_fields(traj: AdvantageTrajectory, path: str) -> Iterator[tuple[str, int]]:
@@ -87,7 +93,7 @@ def _per_token_fields(traj: AdvantageTrajectory, path: str) -> Iterator[tuple[st
     if traj.teacher_topk is not None:
         yield f"{path}.teacher_topk.teacher", len(traj.teacher_topk.teacher)
         yield f"{path}.teacher_topk.student", len(traj.teacher_topk.student)
-    if isinstance(traj.advantages, list):
+    if isinstance(traj.advantages, list | np.ndarray):
         yield f"{path}.advantages", len(traj.advantages)
 
 
@@ -112,7 +118,7 @@ def _first_bad(bad: np.ndarray) -> int | None:
     return int(idx[0]) if len(idx) else None
 
 
-def _logprobs(values: list[float], name: str, mask: np.ndarray) -> np.ndarray:
+def _logprobs(values: Series, name: str, mask: np.ndarray) -> np.ndarray:
     """Log-probs, <= 0 on the tokens that count (what masked tokens hold is never read)."""
     arr = np.asarray(values, dtype=np.float64)
     i = _first_bad((arr > LOGPROB_TOLERANCE) & mask)
@@ -146,7 +152,7 @@ def _matrix(values: list[list[float]], name: str, mask: np.ndarray) -> np.ndarra
     return arr
 
 
-def _ints(values: list[int], name: str) -> np.ndarray:
+def _ints(values: list[int] | np.ndarray, name: str) -> np.ndarray:
     try:
         return np.asarray(values, dtype=np.int64)
     except OverflowError:
@@ -295,7 +301,7 @@ class AdvantageService:
                         entropy=self._entropy(traj, path, mask),
                         topk_teacher=topk_teacher,
                         topk_student=topk_student,
-                        advantages=np.asarray(adv, dtype=np.float64) if isinstance(adv, list) else adv,
+                        advantages=np.asarray(adv, dtype=np.float64) if isinstance(adv, list | np.ndarray) else adv,
                     )
                 )
             groups.append(members)
@@ -353,18 +359,25 @@ class AdvantageService:
     def response(
         body: AdvantagesRequest, params: dict[str, Any], batch: TokenBatch, result: Result
     ) -> AdvantagesResponse:
+        """The answer; its per-token fields (advantages, token_rewards, is_weights, kl)
+        are float64 numpy views of one array each, which service.distill.advantages.body
+        writes as JSON or as binary columns without a list per token."""
         shaped = result.shaped
         offsets = batch.offsets.tolist()
-        advantages = shaped.advantages.tolist()
-        rewards = shaped.signal.value.tolist() if shaped.signal is not None else None
+
+        def floats(values: np.ndarray | None) -> np.ndarray | None:
+            return None if values is None else np.asarray(values, dtype=np.float64)
+
+        advantages = floats(shaped.advantages)
+        rewards = floats(shaped.signal.value) if shaped.signal is not None else None
         step_cols = None
         if shaped.step_signal is not None:
             steps = batch.steps
             bounds = np.searchsorted(steps.traj, np.arange(batch.trajectory_count + 1)).tolist()
             step_cols = (bounds, steps.index.tolist(), shaped.step_signal.tolist(), shaped.step_scale.tolist())
         scalar = result.scalar_advantage.tolist()
-        weights = result.is_weights.tolist() if result.is_weights is not None else None
-        kl = result.kl.tolist() if result.kl is not None else None
+        weights = floats(result.is_weights)
+        kl = floats(result.kl)
         out = []
         t = 0
         for group in body.groups:
@@ -374,7 +387,7 @@ class AdvantageService:
                     "id": traj.id,
                     "group_id": group.group_id,
                     "advantage": None if np.isnan(scalar[t]) else scalar[t],
-                    "advantages": advantages[lo:hi],
+                    "advantages": advantages[lo:hi],  # type: ignore[index]
                     "token_rewards": rewards[lo:hi] if rewards is not None else None,
                 }
                 if weights is not None:

@@ -45,17 +45,25 @@ Two ways in:
 
 The client comes from the environment (``REFLEXA_URL``, ``REFLEXA_API_KEY``: a key
 with the distill permission) unless one is given. torch is imported only by the
-functions that take tensors (numpy is not needed).
+functions that take tensors; numpy, when installed, carries the binary body.
 """
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from reflexa._advantage_batches import BatchedAdvantagesResponse
+from reflexa._advantage_batches import (
+    DEFAULT_MAX_BYTES,
+    DEFAULT_MAX_GROUP_SIZE,
+    DEFAULT_MAX_TOKENS,
+    BatchedAdvantagesResponse,
+)
 from reflexa.client import Client
+
+if TYPE_CHECKING:
+    from reflexa.binary_advantages import ArrayAdvantages
 
 STUDENT, ROLLOUT, REF = "old_log_probs", "rollout_log_probs", "ref_log_prob"
 DEFAULT_TEACHER = "teacher_log_probs"
@@ -84,16 +92,31 @@ def _reads(method: str, params: Mapping[str, Any] | None) -> tuple[bool, bool, b
     return method not in OUTCOME_METHODS or rollout or ref, rollout, ref
 
 
+def _floats(tensor: Any) -> Any:
+    """A CPU numpy view of a log-prob tensor: float32 and float64 as they are (no copy on
+    the CPU), any other dtype (bfloat16) as float32, which the binary body takes."""
+    import torch
+
+    tensor = tensor.detach().to("cpu")
+    if tensor.dtype not in (torch.float32, torch.float64):
+        tensor = tensor.float()
+    return tensor.numpy()
+
+
 def rollout_groups(
     rewards: Any,
     mask: Any,
     index: Any,
     logprobs: Mapping[str, Any] | None = None,
     teachers: Mapping[str, Any] | None = None,
+    *,
+    arrays: bool = False,
 ) -> tuple[list[dict[str, Any]], list[int], list[int]]:
     """(the request's groups, the row of each trajectory in request order, each row's
     tokens sent). ``rewards`` (B,), ``mask`` (B, L), ``index`` B group keys;
-    ``logprobs`` {student | rollout | ref: (B, L)}, ``teachers`` {NAME: (B, L)}."""
+    ``logprobs`` {student | rollout | ref: (B, L)}, ``teachers`` {NAME: (B, L)}.
+    ``arrays``: the per-token values as numpy views of the tensors (their own dtype,
+    for the binary body), not lists."""
     import torch
 
     mask = mask.detach().to("cpu")
@@ -102,10 +125,19 @@ def rollout_groups(
     # the last position with mask 1, + 1 (0 for a row without any): padding trimmed
     last = torch.where(on.any(dim=-1), width - on.flip(-1).int().argmax(dim=-1), torch.zeros(len(on), dtype=torch.long))
     lengths = last.tolist()
-    flags = on.int().tolist()
     reward = rewards.detach().to("cpu", torch.float64).tolist()
-    series = {k: v.detach().to("cpu", torch.float64) for k, v in (logprobs or {}).items()}
-    named = {k: v.detach().to("cpu", torch.float64) for k, v in (teachers or {}).items()}
+    if arrays:
+        flags: Any = on.numpy()
+        series = {k: _floats(v) for k, v in (logprobs or {}).items()}
+        named = {k: _floats(v) for k, v in (teachers or {}).items()}
+    else:
+        flags = on.int().tolist()
+        series = {k: v.detach().to("cpu", torch.float64) for k, v in (logprobs or {}).items()}
+        named = {k: v.detach().to("cpu", torch.float64) for k, v in (teachers or {}).items()}
+
+    def row_of(values: Any, row: int, n: int) -> Any:
+        return values[row, :n] if arrays else values[row, :n].tolist()
+
     order: dict[Any, list[int]] = {}
     for row, key in enumerate(index.tolist() if hasattr(index, "tolist") else list(index)):
         order.setdefault(key, []).append(row)
@@ -115,9 +147,9 @@ def rollout_groups(
         for row in members:
             n = lengths[row]
             traj: dict[str, Any] = {"id": f"row-{row}", "reward": reward[row], "mask": flags[row][:n]}
-            lp = {k: v[row, :n].tolist() for k, v in series.items()}
+            lp = {k: row_of(v, row, n) for k, v in series.items()}
             if named:
-                lp["teacher"] = {k: v[row, :n].tolist() for k, v in named.items()}
+                lp["teacher"] = {k: row_of(v, row, n) for k, v in named.items()}
             if lp:
                 traj["logprobs"] = lp
             trajectories.append(traj)
@@ -142,6 +174,71 @@ def _client(client: Client | None) -> Client:
     return client if client is not None else Client()
 
 
+def _one_binary_request(
+    groups: list[dict[str, Any]], lengths: list[int], token_bytes: int, limits: Mapping[str, Any]
+) -> bool:
+    """Whether the batch fits one request under the limits (``token_bytes``: the
+    columns' bytes per token)."""
+    tokens = sum(lengths)
+    rough_bytes = token_bytes * tokens + 512 * len(lengths)  # a generous header per trajectory
+    largest = max((len(g["trajectories"]) for g in groups), default=0)
+    return (
+        tokens <= (limits.get("max_tokens") or DEFAULT_MAX_TOKENS)
+        and largest <= (limits.get("max_group_size") or DEFAULT_MAX_GROUP_SIZE)
+        and rough_bytes <= (limits.get("max_bytes") or DEFAULT_MAX_BYTES)
+    )
+
+
+def _has_numpy() -> bool:
+    try:
+        import numpy  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def shaped_advantages(
+    client: Client,
+    method: str,
+    params: Mapping[str, Any] | None,
+    rewards: Any,
+    mask: Any,
+    index: Any,
+    logprobs: Mapping[str, Any] | None = None,
+    teachers: Mapping[str, Any] | None = None,
+    limits: Mapping[str, Any] | None = None,
+) -> tuple[Any, BatchedAdvantagesResponse | ArrayAdvantages]:
+    """((B, L) float32 advantages on the mask's device, the answer). A batch that fits
+    one request goes as the binary body (the tensors' bytes, float64 answer columns
+    written back in one scatter); a bigger one through ``distill_advantages_batched``
+    (JSON, split under the limits). The numbers are the same, to the bit."""
+    limits = dict(limits or {})
+    binary = _has_numpy()
+    if binary:
+        groups, rows, lengths = rollout_groups(rewards, mask, index, logprobs, teachers, arrays=True)
+        first = groups[0]["trajectories"][0] if groups else {}
+        lp = first.get("logprobs", {})
+        series = [v for k, v in lp.items() if k != "teacher"] + list(lp.get("teacher", {}).values())
+        token_bytes = 1 + sum(v.itemsize for v in series)  # the mask's byte and each log-prob's
+        binary = _one_binary_request(groups, lengths, token_bytes, limits)
+    if not binary:
+        groups, rows, lengths = rollout_groups(rewards, mask, index, logprobs, teachers)
+        answer = client.distill_advantages_batched(method, groups, params=params, **limits)  # type: ignore[arg-type]
+        return advantages_tensor(answer, rows, lengths, mask), answer
+    import torch
+
+    arrays = client.distill_advantages_arrays(method, groups, params=params)  # type: ignore[arg-type]
+    out = torch.zeros(mask.shape, dtype=torch.float32)
+    if rows:
+        order = torch.tensor(rows)
+        sent = torch.tensor(lengths)[order]
+        keep = torch.arange(mask.shape[-1])[None, :] < sent[:, None]  # each row's first tokens, in request order
+        block = torch.zeros((len(rows), mask.shape[-1]), dtype=torch.float32)
+        block[keep] = torch.from_numpy(arrays.advantages.astype("float32"))
+        out[order] = block
+    return out.to(mask.device), arrays
+
+
 def compute_advantages(
     data: Any,
     method: str = "grpo",
@@ -152,11 +249,14 @@ def compute_advantages(
     max_tokens: int | None = None,
     max_group_size: int | None = None,
     max_bytes: int | None = None,
-) -> BatchedAdvantagesResponse:
+) -> BatchedAdvantagesResponse | ArrayAdvantages:
     """Write ``data.batch["advantages"]`` and ``["returns"]`` for a verl ``DataProto``
     (anything with verl's ``batch`` and ``non_tensor_batch``); returns the answer
-    (its diagnostics). ``teacher``: the column(s) holding the teacher's log-probs of
-    the response tokens, read only by the methods that use a teacher."""
+    (its ``diagnostics``): a batch that fits one request goes as the binary body and
+    answers an :class:`~reflexa.binary_advantages.ArrayAdvantages`, a bigger one is
+    split (JSON) and answers a ``BatchedAdvantagesResponse``. ``teacher``: the
+    column(s) holding the teacher's log-probs of the response tokens, read only by
+    the methods that use a teacher."""
     batch = data.batch
     mask = response_mask(batch)
     student, rollout, ref = _reads(method, params)
@@ -176,16 +276,10 @@ def compute_advantages(
             teachers[name] = batch[column]
     logprobs = {name: batch[column] for name, column in columns.items() if column is not None}
     rewards = batch["token_level_rewards"].sum(dim=-1)
-    groups, rows, lengths = rollout_groups(rewards, mask, data.non_tensor_batch["uid"], logprobs, teachers)
-    answer = _client(client).distill_advantages_batched(
-        method,  # type: ignore[arg-type]
-        groups,
-        params=params,
-        max_tokens=max_tokens,
-        max_group_size=max_group_size,
-        max_bytes=max_bytes,
+    limits = {"max_tokens": max_tokens, "max_group_size": max_group_size, "max_bytes": max_bytes}
+    advantages, answer = shaped_advantages(
+        _client(client), method, params, rewards, mask, data.non_tensor_batch["uid"], logprobs, teachers, limits
     )
-    advantages = advantages_tensor(answer, rows, lengths, mask)
     batch["advantages"] = advantages
     batch["returns"] = advantages
     return answer
@@ -215,9 +309,9 @@ def estimator(
             chosen["std"] = bool(norm)
         if client is None and not made:
             made.append(Client())
-        groups, rows, lengths = rollout_groups(token_level_rewards.sum(dim=-1), response_mask, index)
-        answer = (client or made[0]).distill_advantages_batched(method, groups, params=chosen, **limits)  # type: ignore[arg-type]
-        advantages = advantages_tensor(answer, rows, lengths, response_mask)
+        advantages, _ = shaped_advantages(
+            client or made[0], method, chosen, token_level_rewards.sum(dim=-1), response_mask, index, limits=limits
+        )
         return advantages, advantages
 
     reflexa_estimator.__name__ = f"reflexa_{method}"

@@ -104,6 +104,7 @@ def floors(database_url: str) -> tuple[dict[str, Callable[[], Any]], dict[str, s
     from store import jobs as jobs_repo
     from store import namespaces as ns_repo
     from store import reflections as refl_repo
+    from store import retrievals as retrieval_repo
     from store import trajectories as traj_repo
     from store.database import Database
     from store.models import Reflection, Retrieval, Trajectory
@@ -200,6 +201,7 @@ def floors(database_url: str) -> tuple[dict[str, Callable[[], Any]], dict[str, s
         "reflection (evidence, history, served and utility charts)": read(reflection_detail),
         "review queue": read(
             lambda s: (
+                retrieval_repo.list_holdout_counts(s, NS),  # the negative-effect reason's input
                 overview.list_review_queue(s, NS, rule, before=None, limit=PAGE + 1),
                 overview.count_review_queue(s, NS, rule),
             )
@@ -234,8 +236,14 @@ def floors(database_url: str) -> tuple[dict[str, Callable[[], Any]], dict[str, s
     return cases, urls, db.dispose
 
 
-def search_floor(database_url: str, query: str, embedder: str) -> tuple[Callable[[], Any], Callable[[], None]]:
-    """The retrieval service in this process: what search runs, minus HTTP and HTML."""
+PREVIEW_ACTION = "open the door"  # the preview page's optional pre-action check
+
+
+def search_floor(
+    database_url: str, query: str, embedder: str
+) -> tuple[Callable[[], Any], Callable[[], Any], Callable[[], None]]:
+    """The services in this process, minus HTTP and HTML: what search runs (retrieval)
+    and what the preview runs (retrieval with the context rendered, and the check)."""
     from service.auth import Principal
     from service.container import Services
     from service.settings import Settings
@@ -261,11 +269,21 @@ def search_floor(database_url: str, query: str, embedder: str) -> tuple[Callable
     if not run():  # builds the index from SQL once, as the server's first search did
         raise RuntimeError("the in-process search retrieved nothing: its floor would time an empty search")
 
+    from service.check.schemas import CheckRequest
+    from service.retrieval.schemas import RenderOptions, RetrieveRequest
+
+    state = {"observation": query}
+    request = RetrieveRequest.model_validate({"state": state, "render": RenderOptions().model_dump()})
+    check = CheckRequest.model_validate({"state": state, "action": PREVIEW_ACTION})
+
+    def preview() -> Any:
+        return services.preview.preview(principal, NS, request, check)
+
     def close() -> None:
         services.worker.close()
         db.dispose()
 
-    return run, close
+    return run, preview, close
 
 
 def timed(fn: Callable[[], Any]) -> float:
@@ -304,8 +322,12 @@ def run(cfg: Config, backend: str, command: str) -> Report:
             "REFLEXA_INDEX__SNAPSHOTS": "false",
         }
         query = dict(httpx.QueryParams(urls["search by state"].split("?", 1)[1]))["q"]
-        search, close_search = search_floor(url, query, cfg.embedder)
+        search, preview, close_search = search_floor(url, query, cfg.embedder)
         cases["search by state"] = search
+        cases["preview (context and check)"] = preview
+        urls["preview (context and check)"] = f"/ui/ns/{NS}/preview?" + str(
+            httpx.QueryParams({"state": query[:2000], "action": PREVIEW_ACTION})
+        )
         try:
             with server(url, ADMIN_KEY, work, env=env) as srv, httpx.Client(base_url=srv.url, timeout=120) as client:
                 sign_in(client)

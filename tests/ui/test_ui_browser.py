@@ -218,6 +218,23 @@ def test_an_operator_session_from_sign_in_to_sign_out(site: Any, browser: Any) -
     assert page.locator(".diff", has_text="go left carefully").count() == 1
     shot(page, "08-reflection-edited")
 
+    # A stale edit: someone saves version 3 while this form still expects version 2; the
+    # 409 page keeps the text as typed, shows what changed, and saves it over version 3.
+    page.get_by_text("Edit (a new version").click()
+    content = page.get_by_label("Content (JSON object)")
+    content.fill(content.input_value().replace("go left carefully", "go left slowly"))
+    r = api.patch(f"/v1/namespaces/mem/reflections/{rid}", json={"text": "edited elsewhere", "note": "meanwhile"})
+    assert r.status_code == 200 and r.json()["version"] == 3, r.text
+    page.get_by_role("button", name="Save as version 3").click()
+    stale = page.locator(".stale")
+    assert stale.is_visible() and "meanwhile" in stale.inner_text()
+    assert "go left slowly" in page.get_by_label("Content (JSON object)").input_value()  # nothing typed is lost
+    shot(page, "22-stale-edit")
+    page.get_by_role("button", name="Save my edit over version 3").click()
+    page.wait_for_url("**done=edit")
+    saved = api.get(f"/v1/namespaces/mem/reflections/{rid}").json()
+    assert saved["version"] == 4 and saved["content"]["action"] == "go left slowly"
+
     # Retire: it leaves retrieval results over the API.
     def served() -> list[str]:
         r = api.post("/v1/namespaces/mem/retrieve", json={"state": {"observation": STATES[1]}, "k": 50})

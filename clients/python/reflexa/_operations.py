@@ -897,6 +897,7 @@ EXPORT_FILTERS = frozenset(
         "policy_version",
         "group_id",
         "task",
+        "task_contains",
         "success",
         "created_after",
         "created_before",

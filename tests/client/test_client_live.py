@@ -502,6 +502,7 @@ def test_every_client_route_exists_in_the_servers_openapi(live_server: Any) -> N
         "revoke_reward_capability": ("nsx", "idx", "cidx"),
         "teacher_logprobs": ("nsx", [{"context": "a b", "continuation": [1, 2]}]),
         "distill_advantages": ("grpo", [{"group_id": "g", "trajectories": [{"id": "a", "reward": 1.0}]}]),
+        "distill_advantages_arrays": ("grpo", [{"group_id": "g", "trajectories": [{"id": "a", "reward": 1.0}]}]),
     }
     keywords: dict[str, dict[str, Any]] = {
         "list_tasks": {
@@ -529,6 +530,7 @@ def test_every_client_route_exists_in_the_servers_openapi(live_server: Any) -> N
         "score_rubric_batch": {"snapshot": None, "skip_judged": False},
         "teacher_logprobs": dict.fromkeys(("contexts", "top_k", "entropy", "wait")),
         "distill_advantages": {"params": {"std": False}},
+        "distill_advantages_arrays": {"params": {"std": False}},
     }
     builders = {
         name

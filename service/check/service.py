@@ -145,7 +145,9 @@ class CheckService:
             consistency_token=req.consistency_token,
             wait_timeout_ms=req.wait_timeout_ms,
         )
-        [found] = self.retrieval.retrieve_many(principal, ns, [query], field="", log=log)
+        # holdout=False: the check sums its exemplars' statistics; withholding some at
+        # random would move its risk estimate, and none of them is served as an item.
+        [found] = self.retrieval.retrieve_many(principal, ns, [query], field="", log=log, holdout=False)
         # Like this by the environment state: the agent's plan ranks, it does not exclude.
         like = [i for i in found.items if i.exact_match or i.state_similarity >= req.min_similarity]
 

@@ -133,6 +133,7 @@ class RetrievalService:
         *,
         field: str,
         log: bool = True,
+        holdout: bool = True,
         partial_kinds: frozenset[str] = frozenset(),
     ) -> list[RetrieveResponse]:
         """Retrieve for every request at once (the batch route, and teacher contexts,
@@ -169,8 +170,9 @@ class RetrievalService:
         # A read under a snapshot is not logged: nothing it serves can be credited.
         logged = log and view.snapshot is None
         ids: list[str | None] = ["r_" + uuid.uuid4().hex if logged else None for _ in reqs]
-        # Only what an outcome can follow enters the holdout draw (never a snapshot's read).
-        holdout_rate = view.settings.credit.holdout_rate if logged else 0.0
+        # Only what an outcome can follow enters the holdout draw (never a snapshot's read),
+        # and only items served as items (`holdout=False`: the pre-action check's statistics).
+        holdout_rate = view.settings.credit.holdout_rate if logged and holdout else 0.0
 
         queries = self.search.embed(reqs, view.settings)
         # The lexical, candidate and evidence reads share one read transaction (the

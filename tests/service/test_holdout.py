@@ -195,3 +195,12 @@ def test_the_draw_is_a_pure_function_of_unit_item_and_rate(unit: str, item: str,
     assert not withheld("ns", unit, item, 0.0)
     if withheld("ns", unit, item, rate):  # a larger rate withholds a superset
         assert withheld("ns", unit, item, min(0.5, rate + 0.1))
+
+
+def test_the_pre_action_check_draws_nothing(client: TestClient, settings: Any) -> None:
+    """The check sums its exemplars' statistics: withholding some would move its risk."""
+    fill(client, "chk", 0.5)
+    for _ in range(5):
+        r = client.post("/v1/namespaces/chk/check", json={"state": QUERY, "action": "go 1"})
+        assert r.status_code == 200, r.text
+    assert holdout_rows(settings) == []

@@ -85,8 +85,12 @@ def summarise(runs: Sequence[dict[str, Any]], budget: int, every: int) -> dict[s
             "reached": sum(ok for _, ok in reached),
             "held_out": interval([r["held_out"] for r in rs]),
             "final_train": interval([r["evaluations"][-1][1] for r in rs]),
-            "seconds_per_update": interval([statistics.fmean([u["seconds"] for u in r["updates"]]) for r in rs]),
-            "reflexa_share": mean_of("reflexa_seconds") / mean_of("seconds"),
+            # Medians: one update held across a pause of the machine's other work (seed 0's
+            # grpo, a 45-minute CI run) must not move a run's time per update.
+            "seconds_per_update": interval([statistics.median([u["seconds"] for u in r["updates"]]) for r in rs]),
+            "reflexa_share": statistics.median([u["reflexa_seconds"] / u["seconds"] for u in updates if u["seconds"]])
+            if updates
+            else math.nan,
             "order_consistency": mean_of("order_consistency"),
             "length_correlation": mean_of("length_correlation"),
             "clipped_tokens_share": mean_of("clipped_tokens_share"),

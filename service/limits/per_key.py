@@ -44,10 +44,17 @@ CLEAN_EVERY = 1000  # leases between two cleanups, per process
 
 
 @dataclass
-class _Caller:
+class _Bucket:
     tokens: float
     updated: float
+
+
+@dataclass
+class _Caller:
+    tokens: float  # this process's bucket, or (shared scope) the lease
+    updated: float
     in_flight: int = 0
+    fallback: _Bucket | None = None  # shared scope: the process's own bucket while the database cannot be asked
 
 
 def _identity(scope: Scope) -> bytes | None:
@@ -116,12 +123,12 @@ class KeyLimitMiddleware:
             rule="requests_per_second_per_key",
         )
 
-    def _local_rate(self, caller: _Caller, now: float) -> TooManyRequests | None:
-        caller.tokens = min(self.burst, caller.tokens + (now - caller.updated) * self.rate)
-        caller.updated = now
-        if caller.tokens < 1.0:
-            return self._over_rate(caller.tokens)
-        caller.tokens -= 1.0
+    def _local_rate(self, bucket: _Bucket | _Caller, now: float) -> TooManyRequests | None:
+        bucket.tokens = min(self.burst, bucket.tokens + (now - bucket.updated) * self.rate)
+        bucket.updated = now
+        if bucket.tokens < 1.0:
+            return self._over_rate(bucket.tokens)
+        bucket.tokens -= 1.0
         return None
 
     async def _shared_rate(self, identity: bytes, caller: _Caller, now: float) -> TooManyRequests | None:
@@ -137,7 +144,9 @@ class KeyLimitMiddleware:
             # The database cannot be asked: fall back to this process's own bucket
             # rather than refuse a key for an outage (the route answers it anyway).
             log.warning("shared key limit unavailable (%s); this process's bucket applies", type(exc).__name__)
-            return None
+            if caller.fallback is None:
+                caller.fallback = _Bucket(self.burst, now)
+            return self._local_rate(caller.fallback, now)
         caller.tokens, caller.updated = float(taken), now
         if taken < 1:
             return self._over_rate(left)

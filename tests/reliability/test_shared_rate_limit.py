@@ -73,3 +73,25 @@ def test_two_processes_admit_the_rate_in_total(scope: str, tmp_path: Path, pg_da
         assert 0.9 * allowed <= admitted <= 1.1 * allowed, (admitted, allowed)
     else:  # each process its own bucket: about twice the limit
         assert admitted > 1.6 * allowed, (admitted, allowed)
+
+
+def test_without_its_database_a_process_falls_back_to_its_own_bucket() -> None:
+    """The shared bucket cannot be asked (nothing listens there): the key is limited
+    by this process's own bucket, not let through unlimited and not refused."""
+    from starlette.applications import Starlette
+    from starlette.responses import PlainTextResponse
+    from starlette.routing import Route
+    from starlette.testclient import TestClient
+
+    from service.limits.per_key import KeyLimitMiddleware
+    from store.database import Database
+    from tests.conftest import free_port
+
+    down = Database(f"postgresql+psycopg://postgres@127.0.0.1:{free_port()}/x?connect_timeout=2")
+    app = Starlette(routes=[Route("/", lambda request: PlainTextResponse("ok"))])
+    limited = KeyLimitMiddleware(app, rate=0.01, burst=2, max_concurrent=0, shared=lambda: down)
+    try:
+        with TestClient(limited, headers={"Authorization": "Bearer k"}) as http:
+            assert [http.get("/").status_code for _ in range(3)] == [200, 200, 429]
+    finally:
+        down.dispose()

@@ -239,7 +239,7 @@ def floors(database_url: str) -> tuple[dict[str, Callable[[], Any]], dict[str, s
 PREVIEW_ACTION = "open the door"  # the preview page's optional pre-action check
 
 
-def search_floor(
+def service_floors(
     database_url: str, query: str, embedder: str
 ) -> tuple[Callable[[], Any], Callable[[], Any], Callable[[], None]]:
     """The services in this process, minus HTTP and HTML: what search runs (retrieval)
@@ -322,7 +322,7 @@ def run(cfg: Config, backend: str, command: str) -> Report:
             "REFLEXA_INDEX__SNAPSHOTS": "false",
         }
         query = dict(httpx.QueryParams(urls["search by state"].split("?", 1)[1]))["q"]
-        search, preview, close_search = search_floor(url, query, cfg.embedder)
+        search, preview, close_search = service_floors(url, query, cfg.embedder)
         cases["search by state"] = search
         cases["preview (context and check)"] = preview
         urls["preview (context and check)"] = f"/ui/ns/{NS}/preview?" + str(

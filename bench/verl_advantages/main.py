@@ -90,14 +90,20 @@ class MethodResult:
     body_mib: float = 0.0
 
 
-def one_run(data: VerlBatch, method: str, params: dict[str, Any], client: Client) -> tuple[Run, Any]:
+def _columns(data: VerlBatch, method: str) -> tuple[Any, dict[str, Any], dict[str, Any]]:
+    """What the adapter reads off the batch: the rewards, and the student and teacher
+    log-probs when the method needs them."""
     batch = data.batch
-    mask = va.response_mask(batch)
     student = method != "grpo"
-    started = time.perf_counter()
     logprobs = {"student": batch[va.STUDENT]} if student else {}
     teachers = {"default": batch[va.DEFAULT_TEACHER]} if student else {}
-    rewards = batch["token_level_rewards"].sum(dim=-1)
+    return batch["token_level_rewards"].sum(dim=-1), logprobs, teachers
+
+
+def one_run(data: VerlBatch, method: str, params: dict[str, Any], client: Client) -> tuple[Run, Any]:
+    mask = va.response_mask(data.batch)
+    started = time.perf_counter()
+    rewards, logprobs, teachers = _columns(data, method)
     groups, rows, lengths = va.rollout_groups(rewards, mask, data.non_tensor_batch["uid"], logprobs, teachers)
     prepared = time.perf_counter()
     answer = client.distill_advantages_batched(method, groups, params=params)  # type: ignore[arg-type]
@@ -111,13 +117,9 @@ def one_run(data: VerlBatch, method: str, params: dict[str, Any], client: Client
 def one_binary_run(data: VerlBatch, method: str, params: dict[str, Any], client: Client) -> tuple[Run, Any]:
     """The adapter's own path (va.shaped_advantages) when the batch fits one request:
     the binary body from the tensors, the float64 answer scattered back."""
-    batch = data.batch
-    mask = va.response_mask(batch)
-    student = method != "grpo"
+    mask = va.response_mask(data.batch)
     started = time.perf_counter()
-    logprobs = {"student": batch[va.STUDENT]} if student else {}
-    teachers = {"default": batch[va.DEFAULT_TEACHER]} if student else {}
-    rewards = batch["token_level_rewards"].sum(dim=-1)
+    rewards, logprobs, teachers = _columns(data, method)
     limits = {"max_tokens": BINARY_MAX_TOKENS}
     advantages, answer = va.shaped_advantages(
         client, method, params, rewards, mask, data.non_tensor_batch["uid"], logprobs, teachers, limits

@@ -51,8 +51,7 @@ class _Bucket:
 
 @dataclass
 class _Caller:
-    tokens: float  # this process's bucket, or (shared scope) the lease
-    updated: float
+    bucket: _Bucket  # this process's bucket, or (shared scope) the lease and when it was taken
     in_flight: int = 0
     fallback: _Bucket | None = None  # shared scope: the process's own bucket while the database cannot be asked
 
@@ -94,7 +93,7 @@ class KeyLimitMiddleware:
         caller = self.callers.get(identity)
         if caller is None:
             # (shared: the tokens are a lease, none until one is taken)
-            caller = self.callers[identity] = _Caller(0.0 if self.shared else self.burst, now)
+            caller = self.callers[identity] = _Caller(_Bucket(0.0 if self.shared else self.burst, now))
             while len(self.callers) > MAX_TRACKED:
                 oldest, value = next(iter(self.callers.items()))
                 if value.in_flight:  # never forget a caller mid-request
@@ -123,7 +122,7 @@ class KeyLimitMiddleware:
             rule="requests_per_second_per_key",
         )
 
-    def _local_rate(self, bucket: _Bucket | _Caller, now: float) -> TooManyRequests | None:
+    def _local_rate(self, bucket: _Bucket, now: float) -> TooManyRequests | None:
         bucket.tokens = min(self.burst, bucket.tokens + (now - bucket.updated) * self.rate)
         bucket.updated = now
         if bucket.tokens < 1.0:
@@ -133,9 +132,10 @@ class KeyLimitMiddleware:
 
     async def _shared_rate(self, identity: bytes, caller: _Caller, now: float) -> TooManyRequests | None:
         """Spend one token of the caller's lease, taking a new lease when it is spent
-        or stale. `caller.tokens` is the lease here, `caller.updated` when it was taken."""
-        if caller.tokens >= 1.0 and now - caller.updated <= LEASE_TTL:
-            caller.tokens -= 1.0
+        or stale."""
+        lease = caller.bucket
+        if lease.tokens >= 1.0 and now - lease.updated <= LEASE_TTL:
+            lease.tokens -= 1.0
             return None
         assert self.shared is not None
         try:
@@ -147,10 +147,10 @@ class KeyLimitMiddleware:
             if caller.fallback is None:
                 caller.fallback = _Bucket(self.burst, now)
             return self._local_rate(caller.fallback, now)
-        caller.tokens, caller.updated = float(taken), now
+        lease.tokens, lease.updated = float(taken), now
         if taken < 1:
             return self._over_rate(left)
-        caller.tokens -= 1.0
+        lease.tokens -= 1.0
         return None
 
     def _claim(self, db: Database, identity: str) -> tuple[int, float]:
@@ -178,7 +178,7 @@ class KeyLimitMiddleware:
         error = self._too_many_in_flight(caller)
         if error is None and self.rate > 0:
             if self.shared is None:
-                error = self._local_rate(caller, now)
+                error = self._local_rate(caller.bucket, now)
             else:
                 error = await self._shared_rate(identity, caller, now)
         if error is not None:

@@ -17,7 +17,7 @@ from service.operator.repository import REASONS, Citation, QueueCount, ReviewEnt
 from service.pagination import decode_pair_cursor, encode_pair_cursor
 from service.reflections.service import ReflectionService
 from service.retrieval import ranking
-from service.retrieval.holdout import Arm, estimate
+from service.retrieval.holdout import effect_of
 from store import reflections as reflection_repo
 from store import retrievals as retrievals_repo
 from store.database import Database
@@ -50,7 +50,7 @@ def harmful_items(holdouts: Mapping[int, HoldoutCounts], baseline: float) -> tup
     successes it is estimated to have cost the episodes it was served to."""
     out = []
     for pk, c in holdouts.items():
-        e = estimate(Arm(c.served_units, c.served_successes), Arm(c.withheld_units, c.withheld_successes), baseline)
+        e = effect_of(c, baseline)
         if e.verdict == "hurts":
             out.append((pk, -e.effect * c.served_units))
     return tuple(sorted(out))

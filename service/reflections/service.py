@@ -19,7 +19,7 @@ from service.reflections.schemas import (
     ReflectionUpdate,
     ReflectionVersionRead,
 )
-from service.retrieval.holdout import Arm, estimate
+from service.retrieval.holdout import effect_of
 from service.retrieval.ranking import baseline_rate
 from store import evidence as evidence_repo
 from store import reflections as repo
@@ -179,9 +179,8 @@ def effect_read(
     id: str, counts: retrievals_repo.HoldoutCounts | None, baseline: float, rate: float
 ) -> ReflectionEffect:
     """One item's holdout counts as the API (and the operator pages) show them."""
-    c = counts or retrievals_repo.HoldoutCounts()
-    served, withheld = Arm(c.served_units, c.served_successes), Arm(c.withheld_units, c.withheld_successes)
-    e = estimate(served, withheld, baseline)
+    e = effect_of(counts or retrievals_repo.HoldoutCounts(), baseline)
+    served, withheld = e.served, e.withheld
     return ReflectionEffect(
         reflection_id=id,
         holdout_rate=rate,

@@ -33,6 +33,7 @@ import math
 from dataclasses import dataclass
 
 from service.retrieval.ranking import PRIOR_STRENGTH
+from store.retrievals import HoldoutCounts
 
 Z95 = 1.959963984540054
 
@@ -84,3 +85,9 @@ def estimate(served: Arm, withheld_arm: Arm, baseline: float) -> Effect:
     diff = served.rate(baseline) - withheld_arm.rate(baseline)
     half = Z95 * math.sqrt(served.variance(baseline) + withheld_arm.variance(baseline))
     return Effect(served, withheld_arm, baseline, diff, max(-1.0, diff - half), min(1.0, diff + half))
+
+
+def effect_of(counts: HoldoutCounts, baseline: float) -> Effect:
+    """The estimate from one item's logged holdout arms."""
+    served = Arm(counts.served_units, counts.served_successes)
+    return estimate(served, Arm(counts.withheld_units, counts.withheld_successes), baseline)

@@ -77,12 +77,16 @@ def _requests(f: Fields, kinds: list[str]) -> tuple[RetrieveRequest, CheckReques
             raise InvalidInput(f"kinds: {kind!r} is not one of {', '.join(KINDS)}", field="kinds", rule="enum")
     k = f.integer("k")
     max_chars = f.integer("max_chars")
+    # What the retrieve and the check are asked about: the same state, plan, task and environment.
+    about = {
+        "state": {"observation": texts["state"]},
+        "internal_state": texts["internal_state"],
+        "task": texts["task"],
+        "environment": texts["environment"],
+    }
     request = validated(
         RetrieveRequest,
-        state={"observation": texts["state"]},
-        internal_state=texts["internal_state"],
-        task=texts["task"],
-        environment=texts["environment"],
+        **about,
         kinds=kinds or list(KINDS),
         k=DEFAULT_K if k is None else k,
         render={
@@ -92,14 +96,7 @@ def _requests(f: Fields, kinds: list[str]) -> tuple[RetrieveRequest, CheckReques
     )
     if texts["action"] is None:
         return request, None
-    check = validated(
-        CheckRequest,
-        state={"observation": texts["state"]},
-        internal_state=texts["internal_state"],
-        task=texts["task"],
-        environment=texts["environment"],
-        action=_action(texts["action"]),
-    )
+    check = validated(CheckRequest, **about, action=_action(texts["action"]))
     return request, check
 
 

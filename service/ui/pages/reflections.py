@@ -245,7 +245,7 @@ async def edit(request: Request, ns: Ns, id: ReflectionId, session: UiSessionDep
     raw_content = form.get("content", "")
     text = f.text("text", max_length=services.settings.limits.max_text_chars)
 
-    def refused(message: str) -> Response:
+    def refused(message: str, status_code: int = 422, stale: StaleEdit | None = None) -> Response:
         # The page again, with what was typed kept and the reason shown.
         return _reflection_page(
             request,
@@ -256,7 +256,8 @@ async def edit(request: Request, ns: Ns, id: ReflectionId, session: UiSessionDep
             edit_error=message,
             edit_text=text,
             edit_content=raw_content,
-            status_code=422,
+            stale=stale,
+            status_code=status_code,
         )
 
     try:
@@ -286,18 +287,7 @@ async def edit(request: Request, ns: Ns, id: ReflectionId, session: UiSessionDep
             # what the edit would change now; the form now expects the current version,
             # so sending it again saves it over that one.
             diff = services.inspect.stale_edit(session.principal, ns, id, base, content, text)
-            return _reflection_page(
-                request,
-                ns,
-                id,
-                session,
-                services,
-                edit_error=message,
-                edit_text=text,
-                edit_content=raw_content,
-                stale=diff,
-                status_code=409,
-            )
+            return refused(message, 409, diff)
 
         return await run_in_threadpool(stale)
     return redirect(ns_url(ns, "reflections", id) + "?done=edit")

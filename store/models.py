@@ -211,6 +211,9 @@ class Reflection(Base):
         UniqueConstraint("namespace", "id"),
         Index("ix_reflections_ns_kind_status", "namespace", "kind", "status", "pk"),
         Index("ix_reflections_ns_pk", "namespace", "pk"),  # newest first in one namespace, unfiltered
+        # Per-reflector numbers (the Learning page) from the index alone: the rows are
+        # wide (content, text), and scanning 100k of them took most of that page.
+        Index("ix_reflections_ns_reflector", "namespace", "reflector", "status", "successes", "failures", "pk"),
         NO_REUSE,
     )
 
@@ -455,6 +458,19 @@ class RetrievalItem(Base):
     # Whether the retrieval's outcome credited this item (null: no outcome yet, or
     # reported before migration 0013). Recorded: the rule depends on settings then.
     credited: Mapped[bool | None] = mapped_column(Boolean)
+
+
+class ReflectionServed(Base):
+    """How many logged retrievals served a reflection: a rollup the retrieval log's
+    write keeps (store.retrievals.create_retrieval), so per-reflector numbers need not
+    count the log's items (a million rows at bench size). A table of its own, not a
+    reflections column: a retrieve never waits on the row lock an outcome or a
+    reflector's merge holds on the reflection."""
+
+    __tablename__ = "reflection_served"
+
+    reflection_pk: Mapped[int] = mapped_column(ForeignKey("reflections.pk", ondelete="CASCADE"), primary_key=True)
+    served: Mapped[int] = mapped_column(Integer)
 
 
 class RetrievalHoldout(Base):

@@ -34,6 +34,7 @@ from store.models import (
     Namespace,
     Reflection,
     ReflectionEvidence,
+    ReflectionServed,
     ReflectionVersion,
     Retrieval,
     RetrievalItem,
@@ -103,6 +104,11 @@ PARTS: tuple[Part, ...] = (
         refs={"reflection_pk": "reflections"},
     ),
     Part(RetrievalOutcome.__table__, lambda ns: _in(RetrievalOutcome.retrieval_id, Retrieval, Retrieval.id, ns)),
+    Part(
+        ReflectionServed.__table__,
+        lambda ns: _in(ReflectionServed.reflection_pk, R, R.pk, ns),
+        refs={"reflection_pk": "reflections"},
+    ),
     Part(S.__table__, lambda ns: S.namespace == ns, key="pk"),
     Part(
         SnapshotReflection.__table__,

@@ -14,12 +14,14 @@ import orjson
 from sqlalchemy import Select, Text, and_, bindparam, case, cast, exists, func, insert, select, true, update
 from sqlalchemy.orm import Session
 
+from store.database import dialect_insert
 from store.models import (
     Embedding,
     LexicalText,
     Namespace,
     Reflection,
     ReflectionEvidence,
+    ReflectionServed,
     Retrieval,
     RetrievalHoldout,
     RetrievalItem,
@@ -329,6 +331,7 @@ def create_retrieval(
                 for pk, rank, score, sim in items
             ],
         )
+        _count_served(session, sorted({pk for pk, *_ in items}))
     if holdouts:
         conn.execute(
             _INSERT_HOLDOUT,
@@ -337,6 +340,18 @@ def create_retrieval(
                 for pk, withheld, unit in holdouts
             ],
         )
+
+
+def _count_served(session: Session, reflection_pks: list[int]) -> None:
+    """One more serving for each (one statement). In key order, so two retrieves
+    serving the same items lock their rows in the same order and never deadlock."""
+    rows = [{"reflection_pk": pk, "served": 1} for pk in reflection_pks]
+    stmt = dialect_insert(session)(ReflectionServed).values(rows)
+    session.execute(
+        stmt.on_conflict_do_update(
+            index_elements=["reflection_pk"], set_={"served": ReflectionServed.served + stmt.excluded.served}
+        )
+    )
 
 
 _INSERT_RETRIEVAL = insert(Retrieval.__table__)

@@ -94,6 +94,7 @@ from store.models import (
     Namespace,
     Reflection,
     ReflectionEvidence,
+    ReflectionServed,
     ReflectionVersion,
     Retrieval,
     RetrievalItem,
@@ -146,6 +147,7 @@ TABLES: tuple[type, ...] = (
     IndexChange,
     Retrieval,
     RetrievalItem,
+    ReflectionServed,
     RetrievalOutcome,
     Job,
     LLMTokenUsage,
@@ -1378,6 +1380,13 @@ class _Writer:
             done = min(m, start + RETRIEVALS_PER_TX)
             if done % (RETRIEVALS_PER_TX * 10) == 0 or done == m:
                 self.log(f"  {plan.ns}: {done:,} / {m:,} retrievals ({time.perf_counter() - started:.0f} s)")
+        served_counts = np.bincount(plan.ret_items.ravel(), minlength=len(pks))  # the rollup the log's writes keep
+        with self.conn.begin():
+            _insert(
+                self.conn,
+                ReflectionServed.__table__,
+                [{"reflection_pk": int(pk), "served": int(n)} for pk, n in zip(pks, served_counts, strict=True) if n],
+            )
 
     def jobs(self, plan: _Plan) -> None:
         rows = _jobs(plan)

@@ -3,6 +3,7 @@ action, and the active heuristics that may name an action."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -10,6 +11,8 @@ from sqlalchemy import Text, and_, case, cast, func, or_, select
 from sqlalchemy.orm import Session
 
 from store.models import Reflection, ReflectionEvidence, Step, Trajectory
+
+STREAM_BATCH = 64  # heuristics read per fetch
 
 
 @dataclass(frozen=True)
@@ -39,10 +42,13 @@ def list_evidence_steps(session: Session, ns: str, exemplar_id: str, limit: int)
     return [EvidenceStep(*row) for row in session.execute(stmt)]
 
 
-def list_active_heuristics(
+def iter_active_heuristics(
     session: Session, ns: str, *, contains: str | None, environment: str | None
-) -> list[tuple[str, dict[str, Any], str]]:
-    """(id, content, text) of the namespace's active heuristics, by id. `contains`
+) -> Iterator[tuple[str, dict[str, Any], str]]:
+    """(id, content, text) of the namespace's active heuristics, oldest first (the
+    order of the index on namespace, kind, status and pk: by id, the engine walked
+    every reflection of the namespace), streamed in batches: the caller stops at the
+    few it keeps instead of loading every heuristic that holds a common word. `contains`
     (lower-case ASCII letters and digits only) keeps those whose stored content has
     it anywhere, any case: a pre-filter; the caller decides what names an action.
     `environment`: only heuristics of that environment or of none."""
@@ -52,4 +58,4 @@ def list_active_heuristics(
         stmt = stmt.where(func.lower(cast(r.content, Text)).contains(contains, autoescape=True))
     if environment is not None:
         stmt = stmt.where(or_(r.environment == environment, r.environment.is_(None)))
-    return [(id_, content, text) for id_, content, text in session.execute(stmt.order_by(r.id))]
+    yield from session.execute(stmt.order_by(r.pk), execution_options={"yield_per": STREAM_BATCH}).tuples()

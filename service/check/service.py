@@ -200,7 +200,7 @@ class CheckService:
     def _heuristics(session: Any, ns: str, phrase: str, environment: str | None) -> list[CheckHeuristic]:
         pattern = names_pattern(phrase)
         out: list[CheckHeuristic] = []
-        rows = repo.list_active_heuristics(session, ns, contains=_prefilter_word(phrase), environment=environment)
+        rows = repo.iter_active_heuristics(session, ns, contains=_prefilter_word(phrase), environment=environment)
         for id_, content, text in rows:
             said = [content.get(k) for k in ("trigger", "guideline")]
             if any(isinstance(s, str) and pattern.search(s) for s in said):

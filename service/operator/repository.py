@@ -25,13 +25,14 @@ from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import case, false, func, literal, or_, select
-from sqlalchemy.orm import Session, aliased
+from sqlalchemy.orm import Session
 from sqlalchemy.sql.elements import ColumnElement
 
 from store.models import (
     Job,
     Reflection,
     ReflectionEvidence,
+    ReflectionServed,
     Retrieval,
     RetrievalItem,
     RetrievalOutcome,
@@ -617,30 +618,20 @@ def list_reflector_stats(
 ) -> list[ReflectorRow]:
     """Per reflector name: its items, how many are active, how many were ever served
     and how often, and the mean posterior utility of those credited at least once."""
-    r, i = Reflection, RetrievalItem
-    # Counted per reflection of the namespace from the index on reflection_pk (no
-    # retrieval rows read): under half the time of grouping the namespace's retrievals.
-    mine = aliased(Reflection)
-    served = (
-        select(i.reflection_pk.label("pk"), func.count().label("n"))
-        .join(mine, mine.pk == i.reflection_pk)
-        .where(mine.namespace == namespace)
-        .group_by(i.reflection_pk)
-        .subquery()
-    )
+    r, served = Reflection, ReflectionServed  # the log's count per reflection, kept by its writes
     credited = r.successes + r.failures > 0
     stmt = (
         select(
             r.reflector,
             func.count(),
             func.sum(case((r.status == "active", 1), else_=0)),
-            func.count(served.c.pk),
-            func.coalesce(func.sum(served.c.n), 0),
+            func.count(served.reflection_pk),
+            func.coalesce(func.sum(served.served), 0),
             func.sum(case((credited, 1), else_=0)),
             func.avg(case((credited, utility_mean(baseline, prior_strength)), else_=None)),
         )
         .select_from(r)
-        .outerjoin(served, served.c.pk == r.pk)
+        .outerjoin(served, served.reflection_pk == r.pk)
         .where(r.namespace == namespace)
         .group_by(r.reflector)
         .order_by(r.reflector)

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 from alembic.script import ScriptDirectory
 from fastapi.testclient import TestClient
-from sqlalchemy import MetaData, create_engine, select
+from sqlalchemy import MetaData, create_engine, select, text
 
 from domain.hashing import task_hash, text_hash
 from domain.settings import StateTextSettings
@@ -264,6 +264,12 @@ def test_a_database_filled_at_an_earlier_revision_keeps_its_meaning(
     upgrade(fresh_url)
 
     assert _snapshot(fresh_url, old) == before  # nothing it had changed, in any column it had
+    engine = create_engine(fresh_url)
+    with engine.connect() as conn:  # 0017's rollup, counted from the log it had
+        logged = conn.execute(text("SELECT reflection_pk, count(*) FROM retrieval_items GROUP BY reflection_pk"))
+        served = conn.execute(text("SELECT reflection_pk, served FROM reflection_served"))
+        assert sorted(map(tuple, served)) == sorted(map(tuple, logged)) != []
+    engine.dispose()
     settings = make_settings(fresh_url, tmp_path)
     with TestClient(create_app(settings), headers={"Authorization": f"Bearer {KEY}"}) as agent:
         ns = agent.get(f"/v1/namespaces/{NS}").json()

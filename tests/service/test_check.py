@@ -210,6 +210,16 @@ def test_heuristics_that_name_the_action(api: TestClient) -> None:
     assert [h["id"] for h in check(api, "tür treten")["heuristics"]] == ["h-accent"]
 
 
+def test_at_most_twenty_heuristics_oldest_first(api: TestClient) -> None:
+    """Ids that sort the other way round from creation: the first 20 created come back,
+    in creation order, past the ones that hold the word but do not name the action."""
+    db: Database = api.app.state.services.db  # type: ignore[attr-defined]
+    for n in range(25):
+        add_heuristic(db, f"h-near-{99 - n:02d}", "When a door is locked", "Do not kick doorframes.")
+        add_heuristic(db, f"h-{99 - n:02d}", "When a door is locked", "Never kick door.")
+    assert [h["id"] for h in check(api, "kick door")["heuristics"]] == [f"h-{99 - n:02d}" for n in range(20)]
+
+
 @pytest.mark.parametrize(
     ("body", "field"),
     [

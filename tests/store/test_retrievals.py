@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 
 import numpy as np
 import pytest
-from sqlalchemy import select
+from sqlalchemy import delete, func, select
 
 from domain.hashing import task_hash
 from store import evidence as evidence_repo
@@ -21,7 +21,7 @@ from store import namespaces as namespaces_repo
 from store import retrievals as retrievals_repo
 from store.database import Database
 from store.evidence import EvidenceIn
-from store.models import Reflection, RetrievalItem
+from store.models import Reflection, ReflectionServed, RetrievalItem
 from store.retrievals import CandidateFilters
 from tests.factories import add_reflection, add_trajectory, add_vectors, make_db, unit
 
@@ -169,6 +169,30 @@ def test_a_retrieval_is_logged_with_what_it_served(db: Database, pks: dict[str, 
         ).all()
         assert [tuple(i) for i in items] == [(pks["tea"], 0, 0.75, 0.5), (pks["both"], 1, 0.25, 0.125)]
         assert retrievals_repo.read_outcome(s, "r_1") is None
+
+
+def test_each_logged_serving_counts_in_the_served_rollup(db: Database, pks: dict[str, int]) -> None:
+    """reflection_served is the log's count of retrieval items per reflection, kept by
+    the log's writes (items given in any order); a deleted reflection takes its row."""
+    served = [[pks["tea"], pks["both"]], [pks["both"], pks["tea"]], [pks["both"]], []]
+    for n, chosen in enumerate(served):
+        with db.write() as s:
+            items = [(pk, rank, 0.5, 0.5) for rank, pk in enumerate(chosen)]
+            retrievals_repo.create_retrieval(s, id=f"r_{n}", namespace="mem", query={}, trajectory_id=None, items=items)
+
+    def rollup() -> dict[int, int]:
+        with db.read() as s:
+            counted = dict(s.execute(select(ReflectionServed.reflection_pk, ReflectionServed.served)).tuples().all())
+            logged = s.execute(
+                select(RetrievalItem.reflection_pk, func.count()).group_by(RetrievalItem.reflection_pk)
+            ).tuples()
+            assert counted == dict(logged.all())
+            return counted
+
+    assert rollup() == {pks["tea"]: 2, pks["both"]: 3}
+    with db.write() as s:
+        s.execute(delete(Reflection).where(Reflection.pk == pks["both"]))
+    assert rollup() == {pks["tea"]: 2}
 
 
 def test_outcomes_credit_the_served_items_and_count_in_the_namespace(db: Database, pks: dict[str, int]) -> None:

@@ -3,15 +3,18 @@
 Starts a throwaway Reflexa (`reflexa serve` defaults: SQLite, the packaged MiniLM,
 the in-process worker), warms up one policy per seed, then runs every condition
 for every seed from that seed's warm-up checkpoint, each in a namespace of its
-own. Writes runs/<condition>-s<seed>.json as each run ends (a rerun skips runs
-already written unless --fresh), warmup.json, summary.md (the table) and
-success.png (the plot) under --out (default examples/results/trainer_ablation).
+own. Writes checkpoints/warmup-s<seed>.pt and warmup.json once per seed (a rerun
+loads them), runs/<condition>-s<seed>.json as each run ends (a rerun skips runs
+already written from the same checkpoint; --fresh redoes everything), summary.md
+(the table) and success.png (the plot) under --out (default
+examples/results/trainer_ablation).
 The design is in docs/trainers.md, "Does it help?".
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import subprocess
 import sys
@@ -50,6 +53,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     return args
 
 
+def warm_up_id(path: Path) -> str:
+    """The checkpoint a run started from: the first 16 hex digits of its file's SHA-256."""
+    return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+
+
 def commit() -> str | None:
     """The checkout's commit, recorded with every run (None outside a git checkout)."""
     try:
@@ -70,34 +78,49 @@ def main(argv: Sequence[str] | None = None) -> int:
     warm = warmup.SMOKE if args.smoke else warmup.FULL
     runs_dir = args.out / "runs"
     runs_dir.mkdir(parents=True, exist_ok=True)
-    warm_reports: dict[str, dict[str, object]] = {}
+    checkpoints = args.out / "checkpoints"
+    checkpoints.mkdir(exist_ok=True)
+    warm_path = args.out / "warmup.json"
+    warm_reports: dict[str, dict[str, object]] = json.loads(warm_path.read_text()) if warm_path.exists() else {}
     with EmbeddedServer() as server, Client(server.url, server.admin_key, timeout=300) as client:
         for seed in seeds:
             family = make_family(seed)
             policy = make_policy(seed)
-            started = time.perf_counter()
-            w = warmup.warm_up(client, policy, seed, warm, namespace_prefix=f"warmup-s{seed}")
-            warm_reports[str(seed)] = {**asdict(w), "seconds": round(time.perf_counter() - started, 1)}
-            print(f"seed {seed}: policy of {parameters(policy)} parameters; warm-up {w}", flush=True)
+            saved = checkpoints / f"warmup-s{seed}.pt"
+            if saved.exists() and str(seed) in warm_reports and not args.fresh:
+                # The warm-up reads memory a worker writes; rerun, it does not give the same
+                # checkpoint twice (docs/trainers.md), so every condition starts from this file.
+                policy.model.load_state_dict(torch.load(saved, weights_only=True))
+                print(f"seed {seed}: warm-up kept {saved}", flush=True)
+            else:
+                started = time.perf_counter()
+                w = warmup.warm_up(client, policy, seed, warm, namespace_prefix=f"warmup-s{seed}")
+                warm_reports[str(seed)] = {**asdict(w), "seconds": round(time.perf_counter() - started, 1)}
+                print(f"seed {seed}: policy of {parameters(policy)} parameters; warm-up {w}", flush=True)
+                torch.save(policy.model.state_dict(), saved)
+                warm_path.write_text(json.dumps(warm_reports, indent=1, sort_keys=True))
+            start_from = warm_up_id(saved)
             checkpoint = {k: v.clone() for k, v in policy.model.state_dict().items()}
             for name in names:
                 path = runs_dir / f"{name}-s{seed}.json"
-                if path.exists() and not args.fresh:
+                kept = json.loads(path.read_text()) if path.exists() and not args.fresh else None
+                if kept is not None and kept.get("warmup") == start_from:
                     print(f"  {name}: kept {path}", flush=True)
                     continue
+                if kept is not None:
+                    print(f"  {name}: {path} started from another warm-up; run again", flush=True)
                 policy.model.load_state_dict(checkpoint)
                 namespace = f"{name.replace('_', '-')}-s{seed}"
                 client.create_namespace(namespace)
                 run = Run(client, namespace, CONDITIONS[name], seed, family, policy, size)
                 started = time.perf_counter()
                 result = run.run()
-                path.write_text(json.dumps({**result.as_json(), "commit": started_at}, indent=1))
+                path.write_text(json.dumps({**result.as_json(), "commit": started_at, "warmup": start_from}, indent=1))
                 print(
                     f"  {name}: training success {[round(s, 2) for _, s in result.evaluations]}, "
                     f"never-trained {result.held_out:.2f} ({time.perf_counter() - started:.0f} s)",
                     flush=True,
                 )
-    (args.out / "warmup.json").write_text(json.dumps(warm_reports, indent=1))
     runs = [json.loads(p.read_text()) for p in sorted(runs_dir.glob("*.json"))]
     runs = [r for r in runs if r["condition"] in names and r["seed"] in seeds]
     summary = report.summarise(runs, size.updates, size.eval_every)

@@ -67,6 +67,14 @@ def updates_to_level(evaluations: Sequence[Sequence[float]], budget: int, every:
 
 
 def summarise(runs: Sequence[dict[str, Any]], budget: int, every: int) -> dict[str, dict[str, Any]]:
+    """Refuses runs of one seed that started from different warm-up checkpoints: the
+    conditions are compared from the same start or not at all."""
+    starts: dict[int, set[str | None]] = {}
+    for r in runs:
+        starts.setdefault(r["seed"], set()).add(r.get("warmup"))
+    mixed = sorted(seed for seed, ids in starts.items() if len(ids) > 1)
+    if mixed:
+        raise ValueError(f"seeds {mixed}: runs started from different warm-up checkpoints; run them again")
     by: dict[str, list[dict[str, Any]]] = {}
     for r in runs:
         by.setdefault(r["condition"], []).append(r)

@@ -35,10 +35,21 @@ def test_the_smoke_size_runs_every_condition(tmp_path: Path) -> None:
     assert (tmp_path / "success.png").stat().st_size > 1000
     warm = json.loads((tmp_path / "warmup.json").read_text())
     assert warm["0"]["steps"] in (2, 4) and 0.0 <= warm["0"]["hint_accuracy"] <= 1.0  # early stop at the target
-    # a rerun keeps what was written
-    before = (tmp_path / "runs" / "grpo-s0.json").stat().st_mtime_ns
-    assert main(["--smoke", "--out", str(tmp_path), "--conditions", "grpo"]) == 0
-    assert (tmp_path / "runs" / "grpo-s0.json").stat().st_mtime_ns == before
+    assert len({run["warmup"] for run in runs.values()}) == 1
+    # a rerun keeps what was written, and starts from the saved warm-up checkpoint
+    checkpoint = tmp_path / "checkpoints" / "warmup-s0.pt"
+    kept = (checkpoint, tmp_path / "warmup.json", tmp_path / "runs" / "grpo-s0.json")
+    written = {p: p.stat().st_mtime_ns for p in kept}
+    assert main(["--smoke", "--out", str(tmp_path), "--conditions", "grpo,seed"]) == 0
+    assert {p: p.stat().st_mtime_ns for p in written} == written
+    # a run from another checkpoint is run again from this one; the table never mixes them
+    seed_run = tmp_path / "runs" / "seed-s0.json"
+    seed_run.write_text(json.dumps({**runs["seed-s0"], "warmup": "0" * 16}))
+    with pytest.raises(ValueError, match="different warm-up checkpoints"):
+        report.summarise([runs["grpo-s0"], json.loads(seed_run.read_text())], 2, 1)
+    assert main(["--smoke", "--out", str(tmp_path), "--conditions", "grpo,seed"]) == 0
+    assert json.loads(seed_run.read_text())["warmup"] == runs["grpo-s0"]["warmup"]
+    assert (tmp_path / "runs" / "grpo-s0.json").stat().st_mtime_ns == written[tmp_path / "runs" / "grpo-s0.json"]
 
 
 def test_the_interval_is_the_t_interval() -> None:

@@ -331,7 +331,6 @@ def create_retrieval(
                 for pk, rank, score, sim in items
             ],
         )
-        _count_served(session, sorted({pk for pk, *_ in items}))
     if holdouts:
         conn.execute(
             _INSERT_HOLDOUT,
@@ -340,11 +339,15 @@ def create_retrieval(
                 for pk, withheld, unit in holdouts
             ],
         )
+    if items:  # last: the rows it locks are held only until the commit
+        _count_served(session, sorted({pk for pk, *_ in items}))
 
 
 def _count_served(session: Session, reflection_pks: list[int]) -> None:
     """One more serving for each (one statement). In key order, so two retrieves
-    serving the same items lock their rows in the same order and never deadlock."""
+    serving the same items lock their rows in the same order and never deadlock; an
+    item served by most retrieves is one row every logged retrieve updates, so on
+    PostgreSQL those retrieves' log writes commit one after another."""
     rows = [{"reflection_pk": pk, "served": 1} for pk in reflection_pks]
     stmt = dialect_insert(session)(ReflectionServed).values(rows)
     session.execute(

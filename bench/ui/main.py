@@ -98,7 +98,7 @@ def floors(database_url: str) -> tuple[dict[str, Callable[[], Any]], dict[str, s
 
     from sqlalchemy import select
 
-    from service.operator import repository as overview
+    from service.operator.repository import learning, overview, retrieval_log, review
     from service.retrieval import ranking
     from store import evidence
     from store import jobs as jobs_repo
@@ -134,7 +134,7 @@ def floors(database_url: str) -> tuple[dict[str, Callable[[], Any]], dict[str, s
             select(Retrieval.id).where(Retrieval.namespace == NS).order_by(Retrieval.created_at.desc()).limit(1)
         )
         query_text = s.scalar(select(Reflection.text).where(Reflection.pk == refl_pk))
-    rule = overview.ReviewRule(baseline, ranking.PRIOR_STRENGTH, 5, 10)
+    rule = review.ReviewRule(baseline, ranking.PRIOR_STRENGTH, 5, 10)
 
     def read(fn: Callable[[Any], Any]) -> Callable[[], Any]:
         def run() -> Any:
@@ -160,27 +160,27 @@ def floors(database_url: str) -> tuple[dict[str, Callable[[], Any]], dict[str, s
             overview.list_recent_latencies(s, NS, 1000),
             overview.count_reflections_by_kind_status(s, NS),
             overview.list_queue_by_kind(s, NS),
-            overview.count_review_queue(s, NS, rule),
+            review.count_review_queue(s, NS, rule),
         )
 
     def trajectory_detail(s: Any) -> Any:
         traj_repo.read_trajectory(s, NS, traj_id)
         traj_repo.list_steps(s, traj_pk)
-        return overview.list_episode_retrievals(s, NS, traj_id, 500)
+        return retrieval_log.list_episode_retrievals(s, NS, traj_id, 500)
 
     def reflection_detail(s: Any) -> Any:
         row = refl_repo.read_reflection(s, NS, refl_id)
         evidence.list_evidence_summaries(s, [row.pk], 1000)
         refl_repo.list_reflection_versions(s, row.pk)
-        overview.list_credited_outcomes(s, row.pk, row.id, 3)  # its utility over time
-        return overview.list_served_by_day(s, row.pk)
+        learning.list_credited_outcomes(s, row.pk, row.id, 3)  # its utility over time
+        return retrieval_log.list_served_by_day(s, row.pk)
 
     def learning_queries(s: Any) -> Any:
-        episodes = overview.count_closed_episodes(s, NS)
+        episodes = learning.count_closed_episodes(s, NS)
         return (
-            overview.list_episode_blocks(s, NS, max(1, -(-episodes // 20))),
-            overview.list_policy_versions(s, NS, 50),
-            overview.list_reflector_stats(s, NS, baseline, ranking.PRIOR_STRENGTH),
+            learning.list_episode_blocks(s, NS, max(1, -(-episodes // 20))),
+            learning.list_policy_versions(s, NS, 50),
+            learning.list_reflector_stats(s, NS, baseline, ranking.PRIOR_STRENGTH),
         )
 
     cases: dict[str, Callable[[], Any]] = {
@@ -202,8 +202,8 @@ def floors(database_url: str) -> tuple[dict[str, Callable[[], Any]], dict[str, s
         "review queue": read(
             lambda s: (
                 retrieval_repo.list_holdout_counts(s, NS),  # the negative-effect reason's input
-                overview.list_review_queue(s, NS, rule, before=None, limit=PAGE + 1),
-                overview.count_review_queue(s, NS, rule),
+                review.list_review_queue(s, NS, rule, before=None, limit=PAGE + 1),
+                review.count_review_queue(s, NS, rule),
             )
         ),
         "jobs (failed)": read(
@@ -213,9 +213,9 @@ def floors(database_url: str) -> tuple[dict[str, Callable[[], Any]], dict[str, s
             )
         ),
         "retrieval log": read(
-            lambda s: overview.list_logged_retrievals(s, NS, trajectory_id=None, before=None, limit=PAGE + 1)
+            lambda s: retrieval_log.list_logged_retrievals(s, NS, trajectory_id=None, before=None, limit=PAGE + 1)
         ),
-        "retrieval": read(lambda s: overview.read_logged_retrieval(s, NS, retrieval_id)),
+        "retrieval": read(lambda s: retrieval_log.read_logged_retrieval(s, NS, retrieval_id)),
     }
     urls = {
         "overview": f"/ui/ns/{NS}",

@@ -15,9 +15,9 @@ from domain.errors import NotFound
 from domain.reflections import KINDS
 from service.auth import Permission, Principal
 from service.namespaces.service import NamespaceService
-from service.operator import repository as repo
 from service.operator.history import VersionEntry, VoteRun, history_rows
-from service.operator.repository import LoggedRetrieval, ServedDay, Serving
+from service.operator.repository import retrieval_log as repo
+from service.operator.repository.retrieval_log import LoggedRetrieval, ServedDay, Serving
 from service.pagination import decode_pair_cursor, encode_pair_cursor
 from service.reflections.schemas import ReflectionEffect, ReflectionRead
 from service.reflections.service import ReflectionService

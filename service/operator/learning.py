@@ -15,8 +15,8 @@ from datetime import datetime
 
 from service.auth import Permission, Principal
 from service.namespaces.service import NamespaceService
-from service.operator import repository as repo
-from service.operator.repository import EpisodeGroup, ReflectorRow
+from service.operator.repository import learning as repo
+from service.operator.repository.learning import EpisodeGroup, ReflectorRow
 from service.retrieval import ranking
 from service.retrieval.credit import unnamed_max_rank
 from store import reflections as reflection_repo

@@ -10,8 +10,9 @@ from typing import TYPE_CHECKING
 from domain.reflections import KINDS, STATUSES
 from service.auth import Permission, Principal
 from service.namespaces.service import NamespaceService
-from service.operator import repository as repo
-from service.operator.repository import DayCount, QueueRow
+from service.operator.repository import overview as repo
+from service.operator.repository import review as review_repo
+from service.operator.repository.overview import DayCount, QueueRow
 from service.retrieval import ranking
 from store import retrievals as retrievals_repo
 from store.database import Database
@@ -115,7 +116,7 @@ class OverviewService:
                 latency_sample=len(latencies),
                 baseline=baseline,
                 outcomes=total,
-                review_count=repo.count_review_queue(
+                review_count=review_repo.count_review_queue(
                     session, ns, self.review_rule(baseline, retrievals_repo.list_holdout_counts(session, ns))
                 ),
                 frozen=self.namespaces.is_frozen(session, ns),

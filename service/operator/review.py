@@ -12,8 +12,8 @@ from sqlalchemy.orm import Session
 from domain.errors import Conflict, InvalidInput, NotFound
 from service.auth import Permission, Principal
 from service.namespaces.service import NamespaceService
-from service.operator import repository as repo
-from service.operator.repository import REASONS, Citation, QueueCount, ReviewEntry, ReviewFilters, ReviewRule
+from service.operator.repository import review as repo
+from service.operator.repository.review import REASONS, Citation, QueueCount, ReviewEntry, ReviewFilters, ReviewRule
 from service.pagination import decode_pair_cursor, encode_pair_cursor
 from service.reflections.service import ReflectionService
 from service.retrieval import ranking

@@ -211,9 +211,22 @@ class Reflection(Base):
         UniqueConstraint("namespace", "id"),
         Index("ix_reflections_ns_kind_status", "namespace", "kind", "status", "pk"),
         Index("ix_reflections_ns_pk", "namespace", "pk"),  # newest first in one namespace, unfiltered
-        # Per-reflector numbers (the Learning page) from the index alone: the rows are
-        # wide (content, text), and scanning 100k of them took most of that page.
-        Index("ix_reflections_ns_reflector", "namespace", "reflector", "status", "successes", "failures", "pk"),
+        # The operator's counts from the index alone (the review queue and its count, the
+        # Learning page's per-reflector numbers, reflections by kind and status): the rows
+        # are wide (content, text), and scanning 100k of them took most of those pages.
+        Index(
+            "ix_reflections_ns_counters",
+            "namespace",
+            "status",
+            "kind",
+            "reflector",
+            "uses",
+            "reviewed_uses",
+            "successes",
+            "failures",
+            "evidence_count",
+            "pk",
+        ),
         NO_REUSE,
     )
 

@@ -1,8 +1,8 @@
-"""The Learning page's per-reflector numbers without full scans: how often each
-reflection was served, kept by the retrieval log's write (`reflection_served`, filled
-from the log as it stands) instead of counting every logged item, and an index that
-holds the columns those numbers read (`ix_reflections_ns_reflector`) instead of
-reading every wide reflection row.
+"""The operator's counts without full scans: how often each reflection was served,
+kept by the retrieval log's write (`reflection_served`, filled from the log as it
+stands) instead of counting every logged item, and an index that holds the columns
+the review queue, its count, the per-reflector numbers and the kind/status counts
+read (`ix_reflections_ns_counters`) instead of reading every wide reflection row.
 
 Revision ID: 0017
 Revises: 0016
@@ -36,9 +36,20 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint("reflection_pk", name=op.f("pk_reflection_served")),
     )
     op.create_index(
-        op.f("ix_reflections_ns_reflector"),
+        op.f("ix_reflections_ns_counters"),
         "reflections",
-        ["namespace", "reflector", "status", "successes", "failures", "pk"],
+        [
+            "namespace",
+            "status",
+            "kind",
+            "reflector",
+            "uses",
+            "reviewed_uses",
+            "successes",
+            "failures",
+            "evidence_count",
+            "pk",
+        ],
         unique=False,
     )
     op.execute(
@@ -48,5 +59,5 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    op.drop_index(op.f("ix_reflections_ns_reflector"), table_name="reflections")
+    op.drop_index(op.f("ix_reflections_ns_counters"), table_name="reflections")
     op.drop_table("reflection_served")

@@ -217,9 +217,9 @@ class Reflection(Base):
         Index(
             "ix_reflections_ns_counters",
             "namespace",
+            "reflector",  # before status: per-reflector groups come out in order, unsorted
             "status",
             "kind",
-            "reflector",
             "uses",
             "reviewed_uses",
             "successes",

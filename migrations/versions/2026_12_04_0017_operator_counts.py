@@ -40,9 +40,9 @@ def upgrade() -> None:
         "reflections",
         [
             "namespace",
+            "reflector",
             "status",
             "kind",
-            "reflector",
             "uses",
             "reviewed_uses",
             "successes",

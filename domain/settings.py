@@ -4,13 +4,17 @@ and the retrieval path read them through `parse_settings`."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
 from domain.schemas import RequestModel
 
 StateField = Literal["task", "observation", "data"]
+# The lexical weight a `calibrated` namespace ranks with before its first calibration: in
+# the range (0.5-0.8) where hybrid matches or beats every other mode on every near-query
+# set of bench/retrieval/quality.py, at its low end (docs/retrieval.md).
+UNCALIBRATED_LEXICAL_WEIGHT = 0.5
 
 
 class StateTextSettings(RequestModel):
@@ -35,14 +39,13 @@ class RankingSettings(RequestModel):
     utility_weight: float = Field(
         0.5, ge=0.0, le=2.0, description="how far utility moves an item within the similarity band"
     )
-    lexical_weight: float = Field(
-        0.5,  # in the range (0.5-0.8) where hybrid matches or beats every other mode on every
-        # near-query set of bench/retrieval/quality.py, at its low end (docs/retrieval.md)
-        ge=0.0,
-        le=1.0,
+    lexical_weight: Annotated[float, Field(ge=0.0, le=1.0)] | Literal["calibrated"] = Field(
+        "calibrated",
         description="share of the lexical match (overlap of the state texts' words and near word pairs, "
         "numbers and short words included) in an item's relevance: (1 - w) * dense cosine + w * lexical; "
-        "the lexical index also adds its own best matches to the candidates; 0 turns both off",
+        "the lexical index also adds its own best matches to the candidates; 0 turns both off. "
+        "`calibrated`: the weight the namespace's own near-duplicate states choose, refreshed as it grows "
+        f"(docs/retrieval.md), {UNCALIBRATED_LEXICAL_WEIGHT} until it has enough of them",
     )
     similarity_band: float = Field(
         0.05,
@@ -180,3 +183,14 @@ class NamespaceSettings(RequestModel):
 def parse_settings(stored: dict[str, Any]) -> NamespaceSettings:
     """Stored settings with today's defaults filled in (older rows lack newer fields)."""
     return NamespaceSettings.model_validate(stored, strict=False)
+
+
+def ranking_settings(stored: dict[str, Any], calibrated_lexical_weight: float | None) -> NamespaceSettings:
+    """The settings a retrieval ranks with: a `calibrated` lexical weight resolved to
+    the namespace's calibrated weight, or UNCALIBRATED_LEXICAL_WEIGHT before it has one."""
+    settings = parse_settings(stored)
+    if settings.ranking.lexical_weight == "calibrated":
+        settings.ranking.lexical_weight = (
+            UNCALIBRATED_LEXICAL_WEIGHT if calibrated_lexical_weight is None else calibrated_lexical_weight
+        )
+    return settings

@@ -53,6 +53,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         type=float,
         help="namespace ranking.utility_weight (default: not sent, the server's 0.5); for ablations",
     )
+    p.add_argument(
+        "--lexical-weight",
+        type=float,
+        help="namespace ranking.lexical_weight (default: not sent, the server's `calibrated`); for ablations",
+    )
     p.add_argument("--url", help="an existing Reflexa server (default: start one)")
     p.add_argument("--api-key", help="its admin key")
     p.add_argument("--llm-base-url", help="OpenAI-compatible endpoint for the reflexa-llm agent")
@@ -68,7 +73,11 @@ def namespace_settings(args: argparse.Namespace) -> dict:
     settings: dict = {"state_text": {"fields": args.state_text.split(",")}}
     ranking = {
         name: value
-        for name, value in (("utility_weight", args.utility_weight), ("internal_weight", args.internal_weight))
+        for name, value in (
+            ("utility_weight", args.utility_weight),
+            ("internal_weight", args.internal_weight),
+            ("lexical_weight", args.lexical_weight),
+        )
         if value is not None
     }
     if ranking:
@@ -112,6 +121,7 @@ def main(argv: list[str] | None = None) -> int:
     progress = Progress(exp.seeds * exp.episodes * len(agents))
     try:
         results = run(exp, env, factory, progress)
+        ranking = factory.rankings()
     finally:
         progress.close()
         factory.close()
@@ -122,11 +132,11 @@ def main(argv: list[str] | None = None) -> int:
             server.stop()
     elapsed = time.monotonic() - started
     curves = [curve(a, results[a], args.block) for a in agents]
-    report(args, exp, results, curves, elapsed, argv)
+    report(args, exp, results, curves, elapsed, argv, ranking)
     return 0
 
 
-def report(args, exp, results, curves, elapsed, argv) -> None:  # type: ignore[no-untyped-def]
+def report(args, exp, results, curves, elapsed, argv, ranking) -> None:  # type: ignore[no-untyped-def]
     name = run_name(args)
     command = "python -m examples.learning " + shlex.join(argv if argv is not None else sys.argv[1:])
     title = f"{name} ({exp.split} worlds{f', pool of {exp.pool_size}' if exp.regime == 'pool' else ', each new'})"
@@ -140,6 +150,7 @@ def report(args, exp, results, curves, elapsed, argv) -> None:  # type: ignore[n
         "elapsed_seconds": round(elapsed, 1),
         "results": {a: [[asdict(e) for e in r] for r in runs] for a, runs in results.items()},
         "curves": [asdict(c) for c in curves],
+        "ranking": ranking,  # per Reflexa namespace: its lexical weight setting and last calibration
     }
     (args.out / f"{name}.json").write_text(json.dumps(raw, indent=1))
     print(f"\n{title}: success rate per {args.block} episodes (mean over {exp.seeds} runs)\n")

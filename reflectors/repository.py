@@ -9,7 +9,7 @@ import numpy as np
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from store.models import Embedding, Reflection, ReflectionEvidence
+from store.models import Embedding, LexicalText, Reflection, ReflectionEvidence
 
 
 def list_exemplars_with_vectors(
@@ -87,3 +87,22 @@ def cited_by_reflectors(session: Session, namespace: str, trajectory_pk: int, re
         .limit(1)
     )
     return session.scalar(stmt) is not None
+
+
+def list_exemplar_state_texts(session: Session, namespace: str, model: str, limit: int) -> list[tuple[str, np.ndarray]]:
+    """The namespace's newest active exemplars' state texts (as the lexical index
+    holds them) with their state vectors, for the lexical calibration."""
+    stmt = (
+        select(LexicalText.text, Embedding.vector)
+        .join(Reflection, Reflection.pk == LexicalText.reflection_pk)
+        .join(Embedding, (Embedding.reflection_pk == Reflection.pk) & (Embedding.field == "state"))
+        .where(
+            Reflection.namespace == namespace,
+            Reflection.kind == "exemplar",
+            Reflection.status == "active",
+            Embedding.model == model,
+        )
+        .order_by(Reflection.pk.desc())
+        .limit(limit)
+    )
+    return [(text, np.frombuffer(blob, dtype="<f4")) for text, blob in session.execute(stmt)]

@@ -94,6 +94,10 @@ class Namespace(Base):
     # jobs run, no edits, no utility credit) until it is thawed.
     frozen: Mapped[bool] = mapped_column(Boolean, default=False, server_default=text("false"))
     frozen_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    # What its own near-duplicate states chose as the lexical weight, and how
+    # (reflectors/lexical_calibration.py); ranks only a namespace set to `calibrated`.
+    lexical_weight_calibrated: Mapped[float | None] = mapped_column(Float)
+    lexical_calibration: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
 
 
 class ApiKey(Base):

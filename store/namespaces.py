@@ -16,14 +16,28 @@ def read_namespace(session: Session, name: str) -> Namespace | None:
     return session.get(Namespace, name)
 
 
-def read_ranking_inputs(session: Session, name: str) -> tuple[dict[str, Any], int, int] | None:
-    """(settings, outcome successes, outcomes with a success value) in one row read,
-    or None if there is no such namespace."""
-    stmt = select(Namespace.settings, Namespace.outcome_successes, Namespace.outcome_total).where(
-        Namespace.name == name
-    )
+def read_ranking_inputs(session: Session, name: str) -> tuple[dict[str, Any], int, int, float | None] | None:
+    """(settings, outcome successes, outcomes with a success value, calibrated lexical
+    weight) in one row read, or None if there is no such namespace."""
+    stmt = select(
+        Namespace.settings, Namespace.outcome_successes, Namespace.outcome_total, Namespace.lexical_weight_calibrated
+    ).where(Namespace.name == name)
     row = session.execute(stmt).one_or_none()
-    return None if row is None else (row[0], int(row[1]), int(row[2]))
+    return None if row is None else (row[0], int(row[1]), int(row[2]), row[3])
+
+
+def read_lexical_calibration(session: Session, name: str) -> dict[str, Any] | None:
+    """The namespace's last lexical calibration report (None: never calibrated or no namespace)."""
+    return session.execute(select(Namespace.lexical_calibration).where(Namespace.name == name)).scalar_one_or_none()
+
+
+def update_lexical_calibration(session: Session, name: str, weight: float | None, report: dict[str, Any]) -> None:
+    """Record a calibration: the weight to rank with (None keeps the one it had: a run
+    that found too few near-duplicate states) and its report."""
+    values: dict[str, Any] = {"lexical_calibration": report}
+    if weight is not None:
+        values["lexical_weight_calibrated"] = weight
+    session.execute(update(Namespace).where(Namespace.name == name).values(**values))
 
 
 def list_namespaces(session: Session, names: Collection[str] | None) -> list[Namespace]:

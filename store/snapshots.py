@@ -137,7 +137,7 @@ def create_snapshot(
         id=id,
         note=note,
         watermark=read_last_change_seq(session, namespace),
-        settings=dict(ns.settings or {}),
+        settings=_settings_as_ranked(ns),
         outcome_successes=ns.outcome_successes,
         outcome_total=ns.outcome_total,
         reflection_count=0,
@@ -386,3 +386,14 @@ def list_pinned_lexical_texts(session: Session, snapshot_pk: int) -> Iterator[tu
     )
     for pk, kind, text_ in session.execute(stmt):
         yield int(pk), kind, text_
+
+
+def _settings_as_ranked(ns: Namespace) -> dict[str, Any]:
+    """The namespace's settings, a `calibrated` lexical weight replaced by the weight
+    calibrated by then: a snapshot ranks as the namespace did when it was taken."""
+    settings = dict(ns.settings or {})
+    ranking = settings.get("ranking")
+    calibrated = ns.lexical_weight_calibrated
+    if isinstance(ranking, dict) and ranking.get("lexical_weight") == "calibrated" and calibrated is not None:
+        settings["ranking"] = {**ranking, "lexical_weight": calibrated}
+    return settings

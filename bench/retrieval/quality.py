@@ -29,7 +29,8 @@ Sets (each a memory of state -> action exemplars and labelled queries):
 Metrics: recall@1 and recall@10 of the exact state (exact queries) and of the right
 action (top item's action; near queries: a nearest state's action), per mode:
 `dense` (ranking.lexical_weight 0), `lexical` (lexical_weight 1: relevance is the
-lexical similarity, candidates from both indexes), `hybrid` (the default), `tfidf`
+lexical similarity, candidates from both indexes), `hybrid calibrated (w)` (the
+default: the weight w the set's own near-duplicate states chose), `hybrid w` (a fixed weight), `tfidf`
 (an in-process TF-IDF cosine over the same texts; the floor to beat).
 
 In-process (TestClient on SQLite, the real ONNX MiniLM, the server's own ranking);
@@ -58,7 +59,7 @@ from bench.common.machine import MachineFacts
 from bench.common.output import add_out_option, write_section
 from bench.common.processes import share_models
 from bench.retrieval import twx_sets
-from domain.settings import RankingSettings
+from domain.settings import UNCALIBRATED_LEXICAL_WEIGHT, RankingSettings
 from migrations import upgrade
 from service.app import create_app
 from service.settings import Settings
@@ -249,6 +250,12 @@ def load(client: TestClient, ns: str, lexical_weight: float | None, qset: Qualit
     client.app.state.services.worker.run_until_idle()  # type: ignore[attr-defined]
 
 
+def calibrated_label(client: TestClient, ns: str | None) -> str:
+    report = client.get(f"/v1/namespaces/{ns}").raise_for_status().json()["lexical_calibration"]
+    weight = report and report["weight"]
+    return f"{weight:g}" if weight is not None else f"none chosen: {UNCALIBRATED_LEXICAL_WEIGHT:g}"
+
+
 def sets(smoke: bool, seeds: list[int], families: tuple[str, ...] = FAMILIES) -> Iterator[QualitySet]:
     """The generated sets once per seed (a set's name carries its seed when there are
     several), then BabyAI's scenes and the TextWorldExpress sets (first seed)."""
@@ -297,6 +304,8 @@ def run(smoke: bool, seeds: list[int], weights: list[float] | None = None, famil
                 if mode != "tfidf":
                     ns = f"{qset.name.replace('-', '_').replace(' ', '_')}_{n_mode}"
                     load(client, ns, weight, qset)
+                if mode == "hybrid":  # the default: the weight the set's own states chose
+                    mode = f"hybrid calibrated ({calibrated_label(client, ns)})"
                 r = evaluate(client, ns, qset, tfidf)
                 cells = " | ".join(r[k].cell() for k in ("exact state", "exact action", "near state", "near action"))
                 ambiguous = sum(bool(q.also) for q in qset.queries)
@@ -314,7 +323,9 @@ def run(smoke: bool, seeds: list[int], weights: list[float] | None = None, famil
     check = "every served mode ranks it first" if not lost else "lost by " + "; ".join(lost)
     head = (
         f"{facts.markdown()}\n\nEmbedder: {backend}. Command: `{command}`. "
-        f"hybrid: the default ranking.lexical_weight ({RankingSettings().lexical_weight:g}); "
+        f"hybrid calibrated (w): the default ranking.lexical_weight ({RankingSettings().lexical_weight}), the "
+        "weight w the set's own near-duplicate states chose "
+        f"(docs/retrieval.md; none chosen: {UNCALIBRATED_LEXICAL_WEIGHT:g}); "
         f"hybrid w: lexical_weight w. Exact match (exact state @1 of the served modes): {check}. "
         "Recall of the exact state and of the right action at 1 and 10 "
         "(near queries: the state differing by one number or word, or any other memory state as near to the "

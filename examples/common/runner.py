@@ -74,6 +74,7 @@ class AgentFactory:
         self._settings = dict(settings)
         self._extra = dict(extra or {})
         self.clients: list[Client] = []
+        self.namespaces: list[str] = []
 
     def make(self, name: str, exp: Experiment, run_seed: int) -> Agent:
         if name == "random":
@@ -85,6 +86,7 @@ class AgentFactory:
         env_slug = "".join(ch if ch.isalnum() else "-" for ch in exp.env_name.lower())[:24]
         namespace = f"{env_slug}-{exp.regime}-s{run_seed}-{secrets.token_hex(3)}"
         self._admin.create_namespace(namespace, self._settings)
+        self.namespaces.append(namespace)
         key = self._admin.create_key(role="agent", namespaces=[namespace]).key
         client = Client(self._url, api_key=key)
         self.clients.append(client)
@@ -93,6 +95,21 @@ class AgentFactory:
         if name in self._extra:
             return self._extra[name](client, namespace, run_seed)
         raise ValueError(f"unknown agent {name!r}")
+
+    def rankings(self) -> dict[str, Any]:
+        """Per namespace made: its lexical weight setting and the server's last
+        calibration of it (what the agent's retrievals ranked with at the end)."""
+        if self._admin is None:
+            return {}
+        out = {}
+        for ns in self.namespaces:
+            got = self._admin.get_namespace(ns)
+            calibration = got.lexical_calibration
+            out[ns] = {
+                "lexical_weight": got.settings.ranking.get("lexical_weight"),
+                "lexical_calibration": calibration.model_dump(mode="json") if calibration is not None else None,
+            }
+        return out
 
     def close(self) -> None:
         for client in self.clients:

@@ -11,7 +11,7 @@ from pydantic import ValidationError
 from sqlalchemy.orm import Session
 
 from domain.errors import Conflict, InvalidInput, NotFound
-from domain.settings import NamespaceSettings, parse_settings
+from domain.settings import NamespaceSettings, parse_settings, ranking_settings
 from service.auth import Permission, Principal
 from service.namespaces.schemas import NamespaceCreate, NamespaceRead, SettingChangeRead
 from service.pagination import keyset_page
@@ -63,7 +63,8 @@ class NamespaceService:
         return row
 
     def ranking_inputs(self, name: str) -> tuple[NamespaceSettings, int, int]:
-        """(settings, outcome successes, outcomes) for ranking, read at most once per
+        """(settings, outcome successes, outcomes) for ranking (a `calibrated` lexical
+        weight resolved to a number), read at most once per
         RANKING_INPUTS_TTL in this process: a baseline a second old ranks the same,
         and this process's own credits refresh it at once (`outcomes_changed`)."""
         now = time.monotonic()
@@ -74,7 +75,7 @@ class NamespaceService:
             row = repo.read_ranking_inputs(session, name)
         if row is None:
             raise NotFound(f"namespace {name!r} not found", field="namespace")
-        inputs = (parse_settings(row[0]), row[1], row[2])
+        inputs = (ranking_settings(row[0], row[3]), row[1], row[2])
         self._inputs[name] = (now + RANKING_INPUTS_TTL, inputs)
         return inputs
 

@@ -21,7 +21,7 @@ from domain.consistency import parse_token
 from domain.errors import InvalidInput
 from domain.hashing import task_hash
 from domain.reflections import TASK_KEYED
-from domain.settings import NamespaceSettings, parse_settings
+from domain.settings import NamespaceSettings, ranking_settings
 from service.auth import Permission, Principal
 from service.limits.checks import LimitChecker
 from service.namespaces.service import NamespaceService
@@ -262,7 +262,12 @@ class RetrievalService:
         assert snap is not None
         pinned = self.pinned.get(snap.pk, lambda: self._load_pinned(snap.pk))
         return _View(
-            parse_settings(snap.settings), snap.outcome_successes, snap.outcome_total, snap.created_at, snap, pinned
+            ranking_settings(snap.settings, None),
+            snap.outcome_successes,
+            snap.outcome_total,
+            snap.created_at,
+            snap,
+            pinned,
         )
 
     def _load_pinned(self, snapshot_pk: int) -> PinnedMemory:

@@ -44,7 +44,8 @@ def _ingest(settings: Settings) -> None:
     from service.app import create_app
 
     with TestClient(create_app(settings), headers={"Authorization": f"Bearer {ADMIN_KEY}"}) as c:
-        create_namespace(c, "crash", reflection={"contrastive": {"enabled": False}})
+        # one job per episode: no recount, no lexical calibration
+        create_namespace(c, "crash", reflection={"contrastive": {"enabled": False}}, ranking={"lexical_weight": 0.5})
         batch = [
             {
                 "id": f"e{i}",

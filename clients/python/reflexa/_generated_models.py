@@ -643,6 +643,28 @@ class LeakageApplied(ResponseModel):
     )
 
 
+class LexicalCalibrationRead(ResponseModel):
+    """The last check of a namespace's lexical weight against its own near-duplicate
+    states (docs/retrieval.md, "The calibrated lexical weight").
+    """
+
+    weight: float | None = Field(
+        None, description="the weight a `calibrated` namespace ranks with; null: none chosen yet (0.5 is used)"
+    )
+    states: int = Field(description="distinct stored state texts read (the newest exemplars', at most 5,000)")
+    near_duplicates: int = Field(description="pairs of them of the same length, 1 to 3 token positions apart")
+    queries: int = Field(description="labelled queries built from them (a state with one word changed)")
+    ambiguous: int = Field(description="queries dropped: another stored state as near as their own")
+    recall_at_1: dict[str, float] = Field(
+        default_factory=dict, description="per weight tried, the share of queries whose own state ranked first"
+    )
+    min_queries: int = Field(description="fewer queries than this choose no weight")
+    checked_at: datetime
+    calibrated_at: datetime | None = Field(None, description="when the weight was chosen")
+    calibrated_states: int | None = Field(None, description="distinct states when the weight was chosen")
+    next_check_at: datetime
+
+
 class Logprobs(RequestModel):
     """The sampled tokens' log-probs under each model or context (a plain list is
     named "default" where a name is needed).
@@ -675,6 +697,10 @@ class Namespace(ResponseModel):
     created_at: datetime
     frozen: bool = Field(False, description="frozen for evaluation: memory does not change until thawed")
     frozen_at: datetime | None = None
+    lexical_calibration: LexicalCalibrationRead | None = Field(
+        None,
+        description="the last lexical calibration (null: never checked; a fixed `lexical_weight` is never checked)",
+    )
 
 
 class NamespaceSettings(RequestModel):
@@ -798,13 +824,13 @@ class RankingSettings(RequestModel):
     utility_weight: float | None = Field(
         0.5, ge=0.0, le=2.0, description="how far utility moves an item within the similarity band"
     )
-    lexical_weight: float | None = Field(
-        0.5,
-        ge=0.0,
-        le=1.0,
+    lexical_weight: Annotated[float, Field(ge=0.0, le=1.0)] | str | None = Field(
+        "calibrated",
         description="share of the lexical match (overlap of the state texts' words and near word pairs, numbers and "
         "short words included) in an item's relevance: (1 - w) * dense cosine + w * lexical; the lexical "
-        "index also adds its own best matches to the candidates; 0 turns both off",
+        "index also adds its own best matches to the candidates; 0 turns both off. `calibrated`: the "
+        "weight the namespace's own near-duplicate states choose, refreshed as it grows "
+        "(docs/retrieval.md), 0.5 until it has enough of them",
     )
     similarity_band: float | None = Field(
         0.05,
@@ -1532,6 +1558,7 @@ __all__ = [
     "Kind",
     "LeakageApplied",
     "LeakageOptions",
+    "LexicalCalibrationRead",
     "LLMReflectionSettings",
     "Logprobs",
     "Namespace",

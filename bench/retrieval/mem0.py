@@ -6,7 +6,8 @@ so that it can send each query to Reflexa and to mem0 in turn (bench.retrieval.v
 
     python -m bench.retrieval.mem0
 
-    {"op": "init", "model": dir, "k": 10}          -> {"ok", "init_s", "versions"}
+    {"op": "init", "model": dir, "k": 10, "threads": None}
+                                                   -> {"ok", "init_s", "versions", "torch_threads"}
     {"op": "add", "items": [{"text", "action", "environment"}]}
                                                    -> {"ok", "add_s": [per item]}
     {"op": "search", "text": q}                    -> {"ok", "hits": [item index], "search_s"}
@@ -94,7 +95,8 @@ class Mem0Side:
         self.k = 10
         self.added = 0
 
-    def init(self, model: str, k: int) -> dict[str, Any]:
+    def init(self, model: str, k: int, threads: int | None = None) -> dict[str, Any]:
+        """`threads`: torch's intra-op threads (None: torch's default, one per core)."""
         os.environ.update(
             MEM0_TELEMETRY="False",
             MEM0_DIR=str(self.work / "home"),
@@ -129,7 +131,15 @@ class Mem0Side:
             }
         )
         self.k = k
-        return {"init_s": time.perf_counter() - started, "versions": {n: _version(n) for n in VERSIONED}}
+        import torch
+
+        if threads:
+            torch.set_num_threads(threads)
+        return {
+            "init_s": time.perf_counter() - started,
+            "versions": {n: _version(n) for n in VERSIONED},
+            "torch_threads": torch.get_num_threads(),
+        }
 
     def add(self, items: list[dict[str, Any]]) -> dict[str, Any]:
         times = []
@@ -165,7 +175,7 @@ class Mem0Side:
     def handle(self, request: dict[str, Any]) -> dict[str, Any]:
         op = request.get("op")
         if op == "init":
-            return self.init(request["model"], int(request.get("k", 10)))
+            return self.init(request["model"], int(request.get("k", 10)), request.get("threads"))
         if self.memory is None:
             raise RuntimeError("send init first")
         if op == "add":

@@ -1,12 +1,14 @@
 """Reflexa against mem0, interleaved query by query: one driving process sends
-query i to Reflexa (HTTP retrieve, a cache miss: every query text is novel) and to
-mem0 (a long-lived subprocess, bench/retrieval/mem0.py, driven over a pipe), the
-one that goes first alternating from query to query, and times both calls itself,
-so both sides see the same load. mem0's own in-process search time comes back with
-each answer. Recall@10 of both against the exact (brute-force cosine) top 10.
+query i to two Reflexa servers (HTTP retrieve, a cache miss: every query text is
+novel; one on default settings, one whose namespace ranks by dense cosine only) and
+to mem0 (a long-lived subprocess, bench/retrieval/mem0.py, driven over a pipe), the
+one that goes first rotating from query to query, and times every call itself, so
+all sides see the same load. mem0's own in-process search time comes back with each
+answer. Recall@10 of all three against the exact (brute-force cosine) top 10.
 
     python -m bench.retrieval.vs_mem0 [--corpora bench,agent-states] [--items 1000] [--queries 300]
-                                      [--smoke] [--out docs/benchmarks/retrieval-mem0.md] [--out results.json]
+                                      [--mem0-threads N] [--smoke]
+                                      [--out docs/benchmarks/retrieval-mem0.md] [--out results.json]
 
 Per corpus (bench.retrieval.corpora): a fresh SQLite database in a temporary data
 directory filled with the corpus's items as exemplar reflections with their vectors
@@ -33,7 +35,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -72,6 +74,7 @@ class Size:
     queries: int
     warmup: int
     quiet_wait_s: float
+    mem0_threads: int | None = None  # torch's intra-op threads in mem0's process (None: its default)
 
 
 FULL_SIZE = Size(items=1_000, queries=300, warmup=20, quiet_wait_s=15.0)
@@ -284,7 +287,7 @@ def run_corpus(corpus: Corpus, size: Size, work: Path, model: str, enc_name: str
         client, index_s = _reflexa(stack, work, corpus, enc_name, dense=False)
         dense_client, _ = _reflexa(stack, work, corpus, enc_name, dense=True)
         m0 = stack.enter_context(Mem0Process(work / f"mem0-{corpus.name}.log"))
-        init = m0.request(op="init", model=model, k=K)
+        init = m0.request(op="init", model=model, k=K, threads=size.mem0_threads)
         t0 = time.perf_counter()
         adds = m0.request(op="add", items=_items(corpus.states))["add_s"]
         progress(
@@ -452,8 +455,8 @@ def render_markdown(results: list[CorpusResult], machine: MachineFacts, command:
         lines.append(
             f"- {r.name}: {r.description}. Reflexa's embedding cache over the measured queries (both servers): "
             f"{r.cache_hits} hits, {r.cache_misses} misses; errors {r.reflexa_errors}; mem0's LLM socket: "
-            f"{r.llm_connections} connections. Machine busy {_f(r.busy_pct_before, 0)} % (of {os.cpu_count()} "
-            f"cores) before the measured queries, 1-min load average {_f(r.load_avg[0], 2)} -> "
+            f"{r.llm_connections} connections. Other processes used {_f(r.busy_pct_before, 0)} % of a core (of "
+            f"{os.cpu_count()}) just before the measured queries, 1-min load average {_f(r.load_avg[0], 2)} -> "
             f"{_f(r.load_avg[1], 2)}; Reflexa indexed in {_f(r.reflexa_index_s)} s; mem0 added "
             f"{_f(r.mem0_add_items_per_s)} items/s, RSS {_f(r.mem0_rss_mb, 0)} MB; {r.warmup} warm-up queries "
             f"each; {_f(r.wall_s, 0)} s in all."
@@ -466,6 +469,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--corpora", default=",".join(CORPORA), help=f"comma-separated (default {','.join(CORPORA)})")
     parser.add_argument("--items", type=int, help=f"items per corpus (default {FULL_SIZE.items})")
     parser.add_argument("--queries", type=int, help=f"measured queries per corpus (default {FULL_SIZE.queries})")
+    parser.add_argument(
+        "--mem0-threads",
+        type=int,
+        help="torch intra-op threads in mem0's process (default: torch's own, one per core; Reflexa's encoder uses 1)",
+    )
     parser.add_argument("--smoke", action="store_true", help="a few items and queries: seconds, for tests/bench")
     add_out_option(parser, SECTION, "The markdown is always printed.")
     args = parser.parse_args(argv)
@@ -477,9 +485,11 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unknown corpora {unknown} (known: {', '.join(CORPORA)})")
     size = SMOKE_SIZE if args.smoke else FULL_SIZE
     if args.items:
-        size = Size(args.items, size.queries, size.warmup, size.quiet_wait_s)
+        size = replace(size, items=args.items)
     if args.queries:
-        size = Size(size.items, args.queries, size.warmup, size.quiet_wait_s)
+        size = replace(size, queries=args.queries)
+    if args.mem0_threads:
+        size = replace(size, mem0_threads=args.mem0_threads)
     cfg = SMOKE if args.smoke else FULL
     command = (
         "python -m bench.retrieval.vs_mem0"
@@ -487,6 +497,7 @@ def main(argv: list[str] | None = None) -> int:
         + f" --corpora {','.join(corpora)}"
         + (f" --items {args.items}" if args.items else "")
         + (f" --queries {args.queries}" if args.queries else "")
+        + (f" --mem0-threads {args.mem0_threads}" if args.mem0_threads else "")
         + "".join(f" --out {p}" for p in args.out if p.suffix == ".md")
     )
     started = time.perf_counter()

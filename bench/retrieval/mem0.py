@@ -1,13 +1,24 @@
-"""The mem0 side of the retrieval benchmark, run in a process of its own so that
-mem0's imports (torch, sentence-transformers, qdrant-client, posthog) neither load
-into the benchmark process nor count in its memory.
+"""The mem0 side of the retrieval benchmarks, in a long-lived process of its own so
+that mem0's imports (torch, sentence-transformers, qdrant-client, posthog) neither
+load into the benchmark process nor count in its memory. The benchmark drives it
+over a pipe, one JSON line per request on stdin and one answer per line on stdout,
+so that it can send each query to Reflexa and to mem0 in turn (bench.retrieval.vs_mem0):
 
-    python -m bench.retrieval.mem0 IN.json OUT.json
+    python -m bench.retrieval.mem0
 
-IN: {"model": dir, "items": [{"text", "action", "environment"}], "queries": [text],
-"warmup": [text], "k": 10}. OUT: add and search timings, the item index of every
-search hit (from the metadata stored with it), resident memory, the versions, and
-how many connections reached the dummy LLM endpoint (must be 0: infer=False).
+    {"op": "init", "model": dir, "k": 10, "threads": None}
+                                                   -> {"ok", "init_s", "versions", "torch_threads"}
+    {"op": "add", "items": [{"text", "action", "environment"}]}
+                                                   -> {"ok", "add_s": [per item]}
+    {"op": "search", "text": q}                    -> {"ok", "hits": [item index], "search_s"}
+    {"op": "stats"}                                -> {"ok", "rss_mb", "peak_rss_mb",
+                                                       "llm_connections", "torch_threads"}
+
+Items are numbered in the order they were added (the index is stored as metadata
+and read back from every hit); `search_s` is mem0's own `Memory.search` time, in
+this process. Anything the libraries print goes to stderr: stdout carries the
+answers only. End of input ends the process (its work directory is removed). A
+failed request answers {"ok": false, "error"} and the process goes on.
 
 mem0 is configured to run offline: MEM0_TELEMETRY=False (no PostHog events, no
 remote notice config), HF_HUB_OFFLINE, the huggingface embedder pointed at the
@@ -32,6 +43,9 @@ import threading
 import time
 from importlib import metadata
 from pathlib import Path
+from typing import Any, TextIO
+
+VERSIONED = ("mem0ai", "sentence-transformers", "torch", "faiss-cpu", "qdrant-client")
 
 
 def _rss_mb() -> tuple[float, float]:
@@ -71,93 +85,141 @@ class _Trap:
             conn.close()
 
 
-def run(spec: dict, work: Path) -> dict:
-    os.environ.update(
-        MEM0_TELEMETRY="False",
-        MEM0_DIR=str(work / "home"),
-        HF_HUB_OFFLINE="1",
-        TRANSFORMERS_OFFLINE="1",
-        TOKENIZERS_PARALLELISM="false",
-    )
-    trap = _Trap()
-    started = time.perf_counter()
-    from mem0 import Memory  # after the environment is set: mem0 reads it at import
+class Mem0Side:
+    """One mem0 `Memory` (offline, faiss, infer=False) in a work directory."""
 
-    memory = Memory.from_config(
-        {
-            "embedder": {"provider": "huggingface", "config": {"model": spec["model"], "embedding_dims": 384}},
-            "vector_store": {
-                "provider": "faiss",
-                "config": {
-                    "path": str(work / "faiss"),
-                    "collection_name": "bench",
-                    "embedding_model_dims": 384,
-                    "distance_strategy": "cosine",
-                },
-            },
-            "llm": {
-                "provider": "openai",
-                "config": {
-                    "model": "never-called",
-                    "api_key": "unused",
-                    "openai_base_url": f"http://127.0.0.1:{trap.port}/v1",
-                },
-            },
-            "history_db_path": str(work / "history.db"),
-        }
-    )
-    init_s = time.perf_counter() - started
-    import torch
+    def __init__(self, work: Path) -> None:
+        self.work = work
+        self.trap = _Trap()
+        self.memory: Any = None
+        self.k = 10
+        self.added = 0
 
-    add_times = []
-    for i, item in enumerate(spec["items"]):
-        t0 = time.perf_counter()
-        memory.add(
-            item["text"],
-            agent_id="bench",
-            infer=False,
-            metadata={"i": i, "action": item["action"], "environment": item["environment"]},
+    def init(self, model: str, k: int, threads: int | None = None) -> dict[str, Any]:
+        """`threads`: torch's intra-op threads (None: torch's default, one per core)."""
+        os.environ.update(
+            MEM0_TELEMETRY="False",
+            MEM0_DIR=str(self.work / "home"),
+            HF_HUB_OFFLINE="1",
+            TRANSFORMERS_OFFLINE="1",
+            TOKENIZERS_PARALLELISM="false",
         )
-        add_times.append(time.perf_counter() - t0)
-    for q in spec["warmup"]:
-        memory.search(q, top_k=spec["k"], filters={"agent_id": "bench"})
-    search_times, hits = [], []
-    for q in spec["queries"]:
+        started = time.perf_counter()
+        from mem0 import Memory  # after the environment is set: mem0 reads it at import
+
+        self.memory = Memory.from_config(
+            {
+                "embedder": {"provider": "huggingface", "config": {"model": model, "embedding_dims": 384}},
+                "vector_store": {
+                    "provider": "faiss",
+                    "config": {
+                        "path": str(self.work / "faiss"),
+                        "collection_name": "bench",
+                        "embedding_model_dims": 384,
+                        "distance_strategy": "cosine",
+                    },
+                },
+                "llm": {
+                    "provider": "openai",
+                    "config": {
+                        "model": "never-called",
+                        "api_key": "unused",
+                        "openai_base_url": f"http://127.0.0.1:{self.trap.port}/v1",
+                    },
+                },
+                "history_db_path": str(self.work / "history.db"),
+            }
+        )
+        self.k = k
+        import torch
+
+        if threads:
+            torch.set_num_threads(threads)
+        return {
+            "init_s": time.perf_counter() - started,
+            "versions": {n: _version(n) for n in VERSIONED},
+            "torch_threads": torch.get_num_threads(),
+        }
+
+    def add(self, items: list[dict[str, Any]]) -> dict[str, Any]:
+        times = []
+        for item in items:
+            t0 = time.perf_counter()
+            self.memory.add(
+                item["text"],
+                agent_id="bench",
+                infer=False,
+                metadata={"i": self.added, "action": item.get("action"), "environment": item.get("environment")},
+            )
+            times.append(time.perf_counter() - t0)
+            self.added += 1
+        return {"add_s": times}
+
+    def search(self, text: str) -> dict[str, Any]:
         t0 = time.perf_counter()
-        found = memory.search(q, top_k=spec["k"], filters={"agent_id": "bench"})
-        search_times.append(time.perf_counter() - t0)
-        hits.append([int(r["metadata"]["i"]) for r in found["results"]])
-    rss, hwm = _rss_mb()
-    return {
-        "ok": True,
-        "init_s": init_s,
-        "add_s": add_times,
-        "search_s": search_times,
-        "hits": hits,
-        "rss_mb": rss,
-        "peak_rss_mb": hwm,
-        "llm_connections": trap.connections,
-        "torch_threads": torch.get_num_threads(),
-        "versions": {
-            name: _version(name) for name in ("mem0ai", "sentence-transformers", "torch", "faiss-cpu", "qdrant-client")
-        },
-    }
+        found = self.memory.search(text, top_k=self.k, filters={"agent_id": "bench"})
+        elapsed = time.perf_counter() - t0
+        return {"hits": [int(r["metadata"]["i"]) for r in found["results"]], "search_s": elapsed}
+
+    def stats(self) -> dict[str, Any]:
+        import torch
+
+        rss, hwm = _rss_mb()
+        return {
+            "rss_mb": rss,
+            "peak_rss_mb": hwm,
+            "llm_connections": self.trap.connections,
+            "torch_threads": torch.get_num_threads(),
+        }
+
+    def handle(self, request: dict[str, Any]) -> dict[str, Any]:
+        op = request.get("op")
+        if op == "init":
+            return self.init(request["model"], int(request.get("k", 10)), request.get("threads"))
+        if self.memory is None:
+            raise RuntimeError("send init first")
+        if op == "add":
+            return self.add(request["items"])
+        if op == "search":
+            return self.search(request["text"])
+        if op == "stats":
+            return self.stats()
+        raise ValueError(f"unknown op {op!r}")
 
 
-def main(argv: list[str]) -> int:
-    spec = json.loads(Path(argv[0]).read_text())
+def serve(requests: TextIO, answers: TextIO) -> None:
     work = Path(tempfile.mkdtemp(prefix="reflexa_bench_mem0_"))
+    side = Mem0Side(work)
     try:
-        out = run(spec, work)
-    except Exception as exc:  # reported, not raised: the benchmark goes on without mem0
-        import traceback
+        for line in requests:
+            if not line.strip():
+                continue
+            try:
+                out = {"ok": True, **side.handle(json.loads(line))}
+            except Exception as exc:  # answered, not raised: the benchmark decides what to do
+                import traceback
 
-        out = {"ok": False, "error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()[-4000:]}
+                out = {
+                    "ok": False,
+                    "error": f"{type(exc).__name__}: {exc}",
+                    "traceback": traceback.format_exc()[-4000:],
+                }
+            answers.write(json.dumps(out) + "\n")
+            answers.flush()
     finally:
+        side.trap.sock.close()
         shutil.rmtree(work, ignore_errors=True)
-    Path(argv[1]).write_text(json.dumps(out))
+
+
+def main() -> int:
+    # The answers get stdout's file to themselves; whatever mem0, torch or
+    # transformers print (to fd 1 or sys.stdout) goes to stderr instead.
+    answers = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    serve(sys.stdin, answers)
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(main())

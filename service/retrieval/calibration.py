@@ -57,9 +57,9 @@ class Calibration:
 
     weight: float | None  # None: too few queries to choose
     states: int
-    near_duplicates: int  # stored pairs one token position apart
+    near_duplicates: int  # stored pairs of one length, 1 to MAX_DIFF token positions apart
     queries: int
-    ambiguous: int  # queries dropped: another stored state one position away too
+    ambiguous: int  # changes dropped: another stored state one position away too
     recall: dict[str, float] = field(default_factory=dict)  # weight -> recall@1
 
     def as_report(self) -> dict[str, object]:

@@ -30,6 +30,14 @@ def tokens(value: str) -> list[str]:
     return [t.lower() for t in _TOKEN.findall(value)]
 
 
+def replace_token(value: str, index: int, word: str) -> str:
+    """`value` with its token number `index` (as `tokens` counts) replaced by `word`,
+    capitalised where the old one was: a near text that reads like the original."""
+    match = list(_TOKEN.finditer(value))[index]
+    new = word.capitalize() if match.group()[:1].isupper() else word
+    return value[: match.start()] + new + value[match.end() :]
+
+
 def update_lexical_text(session: Session, *, reflection_pk: int, namespace: str, kind: str, text_: str) -> None:
     """Insert or replace a reflection's lexical text."""
     stmt = dialect_insert(session)(LexicalText).values(

@@ -12,8 +12,10 @@ Queries.
   has the same text). The check "never losing an exact match" is exact state @1.
 - near: a stored state (the target) with one word changed. The replacement comes
   from the game's own word paradigm: the pairs (a, b) of words found at the same
-  token position in two stored states of the same length at most two words apart
-  (another room, item, direction, open / closed...), and the four exit directions
+  token position in two stored states of the same length at most three words apart,
+  paired as a namespace's calibration pairs them (`near_pairs` of
+  service/retrieval/calibration.py): another room, item, direction, open / closed...;
+  and the four exit directions
   for one another (so that small walks have words to change too): the query reads
   like a state of the game that was not stored. A query whose text is stored is dropped.
   Targets are drawn first from the stored states that have a one-word distractor:
@@ -32,11 +34,11 @@ sets vary words only; the grid-numbers sets cover numbers.
 from __future__ import annotations
 
 import random
-import re
 from collections import defaultdict
 from typing import NamedTuple
 
-from store.lexical import tokens
+from service.retrieval.calibration import near_pairs
+from store.lexical import replace_token, tokens
 
 # (game parameters): small worlds with distractor items and doors, so one room is seen
 # with different items, door states and inventories.
@@ -45,11 +47,9 @@ TWX_GAMES = {
     "twc": "numLocations=3,numItemsToPutAway=3,includeDoors=1,limitInventorySize=0",
     "mapreader": "numLocations=8,maxDistanceApart=4,includeDoors=0,maxDistractorItemsPerLocation=2",
 }
-MAX_PARADIGM_DIFF = 3  # word pairs are taken from stored states at most this many words apart
 DIRECTIONS = {"north", "south", "east", "west"}
 DISTRACTOR_ACTION = "(distractor: no action)"
 STILL = {"look around", "inventory", "task", "read map"}  # commands that do not change the state
-_WORD = re.compile(r"\w+", re.UNICODE)  # the store's tokenizer (store.lexical._TOKEN)
 
 
 class TwxPairs(NamedTuple):
@@ -90,33 +90,19 @@ def twx_states(game: str, worlds: int, steps: int, seed: int) -> list[tuple[str,
     return list(memory.items())
 
 
-def replace_word(text: str, index: int, word: str) -> str:
-    match = list(_WORD.finditer(text))[index]
-    old = match.group()
-    new = word.capitalize() if old[:1].isupper() else word
-    return text[: match.start()] + new + text[match.end() :]
-
-
 def twx_pairs(game: str, worlds: int, steps: int, n_queries: int, seed: int) -> TwxPairs:
     """The memory (walked states, then one distractor per target) and the targets with
     their near query texts; bench.retrieval.quality labels them."""
     walked = twx_states(game, worlds, steps, seed)
     rng = random.Random(seed)
     toks = [tokens(s) for s, _ in walked]
-    by_length: dict[int, list[int]] = defaultdict(list)
-    for i, t in enumerate(toks):
-        by_length[len(t)].append(i)
     paradigm: dict[str, set[str]] = defaultdict(set)  # word -> words seen in its place
     for word in DIRECTIONS:  # the exits: in (nearly) every state, even when no two states are near
         paradigm[word].update(DIRECTIONS - {word})
-    for group in by_length.values():
-        for x, i in enumerate(group):
-            for j in group[x + 1 :]:
-                diff = [(a, b) for a, b in zip(toks[i], toks[j], strict=True) if a != b]
-                if len(diff) <= MAX_PARADIGM_DIFF:
-                    for a, b in diff:
-                        paradigm[a].add(b)
-                        paradigm[b].add(a)
+    for i, j, positions in near_pairs(toks):
+        for p in positions:
+            paradigm[toks[i][p]].add(toks[j][p])
+            paradigm[toks[j][p]].add(toks[i][p])
     stored = {s for s, _ in walked}
     order = list(range(len(walked)))
     rng.shuffle(order)
@@ -128,8 +114,8 @@ def twx_pairs(game: str, worlds: int, steps: int, n_queries: int, seed: int) -> 
         if len(slots) < 2:
             continue
         p, q = rng.sample(slots, 2)
-        distractor = replace_word(walked[i][0], p, rng.choice(sorted(paradigm[toks[i][p]])))
-        near = replace_word(walked[i][0], q, rng.choice(sorted(paradigm[toks[i][q]])))
+        distractor = replace_token(walked[i][0], p, rng.choice(sorted(paradigm[toks[i][p]])))
+        near = replace_token(walked[i][0], q, rng.choice(sorted(paradigm[toks[i][q]])))
         if distractor in stored or near in stored or near == distractor:
             continue
         stored.update((distractor, near))  # neither is used again

@@ -11,12 +11,13 @@ weight that ranks it best:
 2. Near-duplicates: two stored states of the same length that differ at 1 to
    MAX_DIFF token positions. The words at those positions give the namespace's
    own paradigm (another room, item, colour, number, open / closed).
-3. Queries: a state with one position changed to a word the paradigm pairs with
-   it, giving a text that is not stored; states that have a near-duplicate come
-   first (the hard case: a look-alike is stored). Labelling rule: the right answer
-   is the stored state it came from, which must be the only stored state one
-   position away; a change that puts another stored state one position away too is
-   ambiguous, dropped, and the state's next change is tried.
+3. Queries: a state's text with one word changed to a word the paradigm pairs with
+   it (the rest of the text, punctuation and case kept), giving a text that is not
+   stored; states that have a near-duplicate come first (the hard case: a look-alike
+   is stored). Labelling rule: the right answer is the stored state it came from,
+   which must be the only stored state one position away; a change that puts another
+   stored state one position away too is ambiguous, dropped, and the state's next
+   change is tried.
 4. Ranking: each query's candidates are its TOP_DENSE stored states by dense cosine
    and its source (the lexical index finds a text sharing all but one word); each
    is scored `(1 - w) * cosine + w * lexical_similarity` (service/retrieval/ranking.py,
@@ -40,7 +41,7 @@ import numpy as np
 
 from domain.settings import UNCALIBRATED_LEXICAL_WEIGHT
 from service.retrieval import ranking
-from store.lexical import tokens
+from store.lexical import replace_token, tokens
 
 WEIGHTS = tuple(round(0.1 * i, 1) for i in range(11))
 MAX_STATES = 5_000
@@ -85,8 +86,8 @@ def _masked(words: Sequence[str], position: int) -> tuple[int, int, tuple[str, .
 
 
 def near_pairs(words: Sequence[Sequence[str]]) -> list[tuple[int, int, list[int]]]:
-    """(a, b, positions) for the states of the same length differing at 1..MAX_DIFF
-    token positions (the newest PAIR_GROUP of each length compared)."""
+    """(a, b, positions) for the token lists of the same length differing at
+    1..MAX_DIFF positions (the first PAIR_GROUP of each length compared)."""
     vocab: dict[str, int] = {}
     by_length: dict[int, list[int]] = defaultdict(list)
     for i, w in enumerate(words):
@@ -139,7 +140,7 @@ def build_queries(texts: Sequence[str], seed: int = 0) -> tuple[list[_Query], in
             if {j for q in range(len(query)) for j in one_away.get(_masked(query, q), ())} != {i}:
                 ambiguous += 1
                 continue
-            out.append(_Query(" ".join(query), i))
+            out.append(_Query(replace_token(texts[i], p, b), i))
             break
     return out, len(pairs), ambiguous
 

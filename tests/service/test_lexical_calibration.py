@@ -39,12 +39,13 @@ def grid_states(n: int, seed: int = 3) -> list[str]:
 def test_queries_by_hand() -> None:
     a = "a red ball in the hall"
     b = "a blue ball in the hall"  # a's near-duplicate: they differ at position 1 only
-    c = "one red box sits in the cellar"  # another length: no near-duplicate
+    c = "Red: one box sits in the cellar."  # another length: no near-duplicate
     queries, pairs, ambiguous = calibration.build_queries([a, b, c])
     # The paradigm is red <-> blue: a's and b's only change gives the other (stored);
-    # c's "red" becomes "blue".
+    # c's "Red" becomes "Blue", the rest of its text (case, punctuation) kept, as a
+    # near state an agent sends would read.
     assert pairs == 1 and ambiguous == 0
-    assert [(q.text, q.source) for q in queries] == [("one blue box sits in the cellar", 2)]
+    assert [(q.text, q.source) for q in queries] == [("Blue: one box sits in the cellar.", 2)]
 
 
 def test_a_query_as_near_to_another_stored_state_is_dropped() -> None:

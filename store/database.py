@@ -8,11 +8,19 @@ SQLite: WAL so readers never block the writer, a busy timeout so writers queue
 instead of failing, and `BEGIN IMMEDIATE` for write units so two writers never
 both read and then deadlock on the lock upgrade (SQLITE_BUSY that busy_timeout
 cannot retry). Read units use a plain deferred BEGIN.
+
+PostgreSQL: a pooled connection is pinged at checkout only when it has sat idle
+for PING_AFTER_IDLE_S (a restart or a dropped link is found before the request
+uses it); one back in use within that time is not (under load that is nearly
+every checkout, and the ping was a round trip per unit of work). A connection
+that died in between fails its request (a 503, retried by the client) and makes
+the pool replace every connection opened before.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
@@ -22,11 +30,12 @@ from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import DisconnectionError, IntegrityError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.orm import Session, sessionmaker
 
 _SQLITE_BEGIN_OPTION = "reflexa_sqlite_begin"
+PING_AFTER_IDLE_S = 1.0
 T = TypeVar("T")
 
 
@@ -66,21 +75,53 @@ def dialect_insert(session: Session) -> Callable[..., Any]:
     return pg_insert if session.get_bind().dialect.name == "postgresql" else sqlite_insert
 
 
-def create_db_engine(url: str, *, pool_size: int = 10, busy_timeout_ms: int = 30_000) -> Engine:
+def _postgres_engine(url: str, pool_size: int, ping_after_idle_s: float) -> Engine:
+    engine = create_engine(url, pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=False)
+
+    @event.listens_for(engine, "checkin")
+    def _on_checkin(_dbapi_conn: Any, record: Any) -> None:
+        record.info["idle_since"] = time.monotonic()
+
+    @event.listens_for(engine, "checkout")
+    def _on_checkout(dbapi_conn: Any, record: Any, _proxy: Any) -> None:
+        since = record.info.get("idle_since")  # none yet: a connection just opened
+        if since is None or time.monotonic() - since < ping_after_idle_s:
+            return
+        try:
+            engine.dialect.do_ping(dbapi_conn)
+        except engine.dialect.loaded_dbapi.Error as exc:
+            # the pool discards this connection and checks out another (a fresh one if need be)
+            raise DisconnectionError(f"idle connection failed its ping: {exc}") from exc
+
+    return engine
+
+
+def create_db_engine(
+    url: str, *, pool_size: int = 10, busy_timeout_ms: int = 30_000, ping_after_idle_s: float = PING_AFTER_IDLE_S
+) -> Engine:
     backend = make_url(url).get_backend_name()
     if backend == "sqlite":
         return _sqlite_engine(url, busy_timeout_ms)
     if backend == "postgresql":
-        return create_engine(url, pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=True)
+        return _postgres_engine(url, pool_size, ping_after_idle_s)
     raise ValueError(f"unsupported database URL {url!r}: use sqlite:///… or postgresql+psycopg://…")
 
 
 class Database:
     """The process's engine plus read and write units of work."""
 
-    def __init__(self, url: str, *, pool_size: int = 10, busy_timeout_ms: int = 30_000) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        pool_size: int = 10,
+        busy_timeout_ms: int = 30_000,
+        ping_after_idle_s: float = PING_AFTER_IDLE_S,
+    ) -> None:
         self.url = url
-        self.engine = create_db_engine(url, pool_size=pool_size, busy_timeout_ms=busy_timeout_ms)
+        self.engine = create_db_engine(
+            url, pool_size=pool_size, busy_timeout_ms=busy_timeout_ms, ping_after_idle_s=ping_after_idle_s
+        )
         self.dialect = self.engine.dialect.name
         write_bind = self.engine
         if self.dialect == "sqlite":

@@ -172,7 +172,9 @@ class TrajectoryService:
         max_steps = self.checker.limits.max_steps_per_trajectory
 
         def work(session: Session) -> StepsAppended:
-            traj = self._get_or_404(session, ns, id, for_update=True)
+            traj = self.namespaces.get_or_404(
+                session, ns, "trajectory", id, lambda: repo.read_append_target(session, ns, id)
+            )
             plan = ingest.plan_steps(session, traj.pk, traj.step_count, steps, "steps")
             if plan.rows and traj.status == "closed":
                 raise Conflict(

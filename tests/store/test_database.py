@@ -1,16 +1,23 @@
 """Engines and units of work (store/database.py): SQLite connections run in WAL
 mode with foreign keys enforced; the reads of one thread inside `one_read()` share
-one transaction."""
+one transaction; PostgreSQL pings a pooled connection only after it sat idle, and
+replaces one that died meanwhile."""
 
 from __future__ import annotations
 
 import threading
+import time
 from pathlib import Path
+from typing import Any
 
+import pytest
+from sqlalchemy import create_engine, text
+from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session
 
 from migrations import upgrade
 from store.database import Database, create_db_engine
+from tests.conftest import PG_ADMIN_URL
 
 
 def test_sqlite_runs_in_wal_mode(tmp_path: Path) -> None:
@@ -45,3 +52,52 @@ def test_reads_inside_one_read_share_its_transaction(tmp_path: Path) -> None:
     with db.read() as after:
         assert after is not first
     db.dispose()
+
+
+def _terminate_other_backends(admin_url: str, database: str) -> int:
+    admin = create_engine(admin_url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        killed = conn.execute(
+            text("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname = :d"),
+            {"d": database},
+        ).scalar_one()
+    admin.dispose()
+    return int(killed)
+
+
+@pytest.mark.postgres
+def test_postgres_pings_only_connections_idle_past_the_threshold(pg_databases: Any) -> None:
+    url = pg_databases.create()
+    db = Database(url, pool_size=1, ping_after_idle_s=0.3)
+    pings: list[int] = []
+    ping = db.engine.dialect.do_ping
+    db.engine.dialect.do_ping = lambda conn: pings.append(1) or ping(conn)  # type: ignore[method-assign]
+    try:
+        for _ in range(3):  # back in use at once: no round trip spent on a ping
+            with db.read() as s:
+                assert s.execute(text("SELECT 1")).scalar_one() == 1
+        assert pings == []
+        time.sleep(0.4)
+        with db.read() as s:
+            s.execute(text("SELECT 1"))
+        assert pings == [1]
+    finally:
+        db.dispose()
+
+
+@pytest.mark.postgres
+def test_postgres_replaces_an_idle_connection_that_died(pg_databases: Any) -> None:
+    url = pg_databases.create()
+    db = Database(url, pool_size=1, ping_after_idle_s=0.2)
+    try:
+        with db.write() as s:
+            s.execute(text("CREATE TABLE t (x int)"))
+        # the pooled connection dies while idle (as in a database restart)
+        assert _terminate_other_backends(PG_ADMIN_URL, make_url(url).database or "") == 1
+        time.sleep(0.3)
+        with db.write() as s:  # its ping fails; the pool opens another: no error reaches the request
+            s.execute(text("INSERT INTO t VALUES (1)"))
+        with db.read() as s:
+            assert s.execute(text("SELECT count(*) FROM t")).scalar_one() == 1
+    finally:
+        db.dispose()

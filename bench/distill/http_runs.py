@@ -85,12 +85,16 @@ class ContextsRun:
         return self.contexts / self.seconds
 
 
-def contexts_body(snapshot_id: str, ids: list[str]) -> bytes:
-    return orjson.dumps({"snapshot": snapshot_id, "trajectories": [{"id": i} for i in ids], "teachers": TEACHERS})
+def contexts_body(snapshot_id: str, ids: list[str], include: list[str] | None = None) -> bytes:
+    body = {"snapshot": snapshot_id, "trajectories": [{"id": i} for i in ids], "teachers": TEACHERS}
+    return orjson.dumps(body if include is None else {**body, "include": include})
 
 
-def post_contexts(client: httpx.Client, target: Target, label: str, snapshot_id: str, ids: list[str]) -> ContextsRun:
-    body = contexts_body(snapshot_id, ids)
+def post_contexts(
+    client: httpx.Client, target: Target, label: str, snapshot_id: str, ids: list[str], include: list[str] | None = None
+) -> ContextsRun:
+    """One request; `include` None: the server's default (text and messages)."""
+    body = contexts_body(snapshot_id, ids, include)
     cores = os.cpu_count() or 1
     before = CpuSample.take(target.pid, target.pg_database)
     t0 = time.perf_counter()

@@ -17,7 +17,8 @@ REFLEXA_BENCH_PG_URL, repeatable), on a fresh database:
    `POST …/snapshots`: its time and the rows it copied.
 2. Contexts. `POST …/distill/contexts` under the snapshot for each measured batch (64
    stored trajectories by id, teachers memory, hindsight@2, attempt_summary): steps/s
-   and contexts/s (steps × (1 + teachers)), p50 and spread over the batches. Every
+   and contexts/s (steps × (1 + teachers)), p50 and spread over the batches; each
+   batch then again with `include: ["parts"]` (each history stated once). Every
    batch is new to the server's embedding cache but for the route states it revisits;
    the last row repeats the first batch (the cache warm).
 3. The contexts floor, interleaved batch by batch (bench/distill/floor.py): the same
@@ -69,6 +70,7 @@ from store.database import create_db_engine
 
 SECTION = "distill"
 SNAPSHOT_ID = "distill-bench"
+PARTS = ["parts"]  # the shared-history form, measured beside the default
 API_ENV = {"REFLEXA_WORKER__IN_PROCESS": "false"}  # the drain runs in `reflexa worker`, stopped before measuring
 
 
@@ -134,7 +136,7 @@ def run_backend(backend: str, cfg: Config, dbs: Databases, work: Path, floor_emb
             warm_ids = [t["id"] for t in warm]
             warm_run = post_contexts(client, target, "warm-up", SNAPSHOT_ID, warm_ids)
             floor.run(warm_ids)
-            runs, floors = [], []
+            runs, floors, parts = [], [], []
             for i, b in enumerate(batches):
                 ids = [t["id"] for t in b]
                 wait_for_quiet(os.cpu_count() or 1, max_wait_s=cfg.quiet_wait_s)
@@ -144,16 +146,18 @@ def run_backend(backend: str, cfg: Config, dbs: Databases, work: Path, floor_emb
                 else:
                     runs.append(post_contexts(client, target, f"batch {i + 1}", SNAPSHOT_ID, ids))
                     floors.append(floor.run(ids))
+                parts.append(post_contexts(client, target, f"batch {i + 1}, parts", SNAPSHOT_ID, ids, PARTS))
                 progress(
                     f"  {backend}: batch {i + 1}: {runs[-1].seconds:.2f} s = {runs[-1].contexts_per_s:,.0f} "
-                    f"contexts/s; floor {floors[-1].total_s:.2f} s"
+                    f"contexts/s ({runs[-1].response_bytes / 1e6:.1f} MB); floor {floors[-1].total_s:.2f} s; "
+                    f"parts {parts[-1].seconds:.2f} s ({parts[-1].response_bytes / 1e6:.1f} MB)"
                 )
             first = [t["id"] for t in batches[0]]
             repeat = post_contexts(client, target, "batch 1 again", SNAPSHOT_ID, first)
             repeat_floor = floor.run(first)
             result = BackendResult(
                 backend, background, rollouts, drained, snap, floor.load_s, floor.vectors, warm_run, runs, floors,
-                repeat, repeat_floor,
+                repeat, repeat_floor, parts,
             )  # fmt: skip
             for fmt in FORMATS:  # warm-up (not measured): the first parquet export imports and sets up pyarrow
                 with client.stream("GET", f"/v1/namespaces/{NAMESPACE}/export", params=_first(fmt)) as r:

@@ -82,6 +82,31 @@ def _contexts_table(report: Report) -> list[str]:
     return lines
 
 
+def parts_p50(r: BackendResult) -> float:
+    return statistics.median_low([c.seconds for c in r.parts])
+
+
+def _forms_table(report: Report) -> list[str]:
+    lines = [
+        "| backend | batch | text and messages s | MB | parts s | MB | parts bytes / default | floor s "
+        "| ours / floor, parts |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in report.results:
+        for c, p, f in zip(r.contexts, r.parts, r.floors, strict=True):
+            lines.append(
+                f"| {r.backend} | {c.label} | {c.seconds:.2f} | {c.response_bytes / 1e6:.1f} | {p.seconds:.2f} "
+                f"| {p.response_bytes / 1e6:.1f} | {_pct(p.response_bytes / c.response_bytes)} | {f.total_s:.2f} "
+                f"| {_pct(f.total_s / p.seconds)} |"
+            )
+        if r.parts:
+            lines.append(
+                f"| {r.backend} | **p50 of {len(r.parts)}** | {contexts_p50(r)[0]:.2f} | | **{parts_p50(r):.2f}** | "
+                f"| | {floor_p50(r):.2f} | **{_pct(floor_p50(r) / parts_p50(r))}** |"
+            )
+    return lines
+
+
 def _floor_table(report: Report) -> list[str]:
     lines = [
         "| backend | batch | steps | query texts (cache hits incl.) | reads s | encode s | exact search s "
@@ -128,6 +153,14 @@ def verdicts(report: Report) -> list[str]:
             f"contexts/s: ours / floor = **{fl / p50:.2f}** (the request takes {p50 / fl:.1f}× the floor's time; "
             f"the floor's encode is {statistics.fmean(f.encode_s / f.total_s for f in r.floors):.0%} of it)."
         )
+        if r.parts:
+            pairs = zip(r.parts, r.contexts, strict=True)
+            shrink = statistics.fmean(p.response_bytes / c.response_bytes for p, c in pairs)
+            out.append(
+                f'- {_label(r.backend)}, contexts with `include: ["parts"]`: p50 {parts_p50(r):.2f} s, ours / '
+                f"floor = **{fl / parts_p50(r):.2f}** (aim: at least 0.8); the response {shrink:.0%} of the "
+                "default's bytes."
+            )
         ratios = {f"{e.dataset}/{e.format}": r.export_floors[e.dataset].seconds / e.seconds for e in r.exports}
         worst, best = min(ratios, key=ratios.__getitem__), max(ratios, key=ratios.__getitem__)
         big = max(r.exports, key=lambda e: e.bytes)
@@ -190,6 +223,12 @@ def render_markdown(report: Report) -> str:
         "cache knows every text.",
         "",
         *_contexts_table(report),
+        "",
+        'The same batches asked again right after, for the shared-history form (`include: ["parts"]`: each '
+        "trajectory's turns once, per step where its window starts, per teacher its system message); the floor "
+        "is the one above.",
+        "",
+        *_forms_table(report),
         "",
         "### Raw floor for contexts (one process, no HTTP)",
         "",

@@ -33,6 +33,7 @@ class BackendResult:
     floors: list[ContextsFloorRun]
     repeat: ContextsRun
     repeat_floor: ContextsFloorRun
+    parts: list[ContextsRun] = field(default_factory=list)  # the measured batches again, include=["parts"]
     exports: list[ExportRun] = field(default_factory=list)
     export_floors: dict[str, ExportFloorRun] = field(default_factory=dict)
     server_rss_mb: float = float("nan")

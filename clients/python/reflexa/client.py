@@ -58,7 +58,7 @@ from reflexa.models import (
     AdvantagesResponse,
     BatchResult,
     CheckResult,
-    ContextRendering,
+    ContextInclude,
     ContextsResult,
     FreezeState,
     Key,
@@ -697,7 +697,7 @@ class Client:
         leakage: LeakageOptions | Mapping[str, Any] | None = None,
         template: str | None = None,
         history_max_chars: int | None = None,
-        include: Sequence[ContextRendering] | None = None,
+        include: Sequence[ContextInclude] | None = None,
         steps: Sequence[int] | None = None,
         fade: Mapping[str, Any] | None = None,
     ) -> ContextsResult:
@@ -715,7 +715,10 @@ class Client:
         default; ``template``, ``history_max_chars`` and ``steps`` (only these step
         indices) default to the server's. ``include``: ``["messages"]`` (or
         ``["text"]``) returns only that rendering, the other left ``None`` (each
-        repeats the history, so asking for one halves the answer). ``fade``
+        repeats the history, so asking for one halves the answer); ``["parts"]``
+        states each trajectory's turns once and per step only where its window
+        starts and each teacher's system message, the smallest answer
+        (:func:`reflexa.contexts.step_messages` rebuilds a step's messages). ``fade``
         (``{"by": "task_success", "policy_version": ..., "floor"?, "min_attempts"?,
         "teachers"?}``) shrinks each teacher's budget as the task's success for that
         version rises (scaffold fading); each context reports its ``budget``. Under

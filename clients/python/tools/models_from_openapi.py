@@ -96,6 +96,7 @@ PLAIN_STRINGS = {("ChatMessage", "role"), ("RetrievedItem", "kind"), ("Retrieved
 #: Names of enum types, by their values (in any order).
 ENUM_NAMES = {
     "AdvantageMethod": ["grpo", "rloo", "token_signal", "direct_opd", "step_shaping", "horizon_agreement"],
+    "ContextInclude": ["text", "messages", "parts"],
     "ContextRendering": ["text", "messages"],
     "CriterionMethod": ["rule", "llm", "skipped"],
     "ItemStatus": ["candidate", "active", "retired"],

@@ -119,11 +119,12 @@ class ContextsRequest(RequestModel):
         description="at most this many earlier steps shown (default: any number), the oldest dropped first; "
         "the sft export's `history`",
     )
-    include: list[Literal["text", "messages"]] = Field(
+    include: list[Literal["text", "messages", "parts"]] = Field(
         default_factory=lambda: ["text", "messages"],
         min_length=1,
-        description="which renderings to return (the other is null): each repeats the history, so a trainer "
-        "that feeds chat messages halves the response by asking for messages alone",
+        description="which renderings to return (the others null): text and messages repeat each step's history; "
+        "parts states a trajectory's turns once (`history`) and, per step, only where its window starts "
+        "(`omitted_steps`, `marker`) and each teacher's system message (docs/trainers.md)",
     )
     steps: list[Annotated[int, Field(ge=0)]] | None = Field(
         None,
@@ -142,7 +143,12 @@ class ChatMessage(ResponseModel):
 class PlainContext(ResponseModel):
     text: str | None = Field(description="null when `include` leaves it out")
     messages: list[ChatMessage] | None = Field(description="null when `include` leaves it out")
-    omitted_steps: int = Field(0, description="earlier steps dropped by history_max_chars")
+    omitted_steps: int = Field(0, description="earlier steps dropped by history_steps and history_max_chars")
+    marker: str | None = Field(
+        None,
+        description="parts, with omitted_steps > 0: the line the first user message shown starts with "
+        "(then a blank line, then that step's turn)",
+    )
     tokens: int | None = Field(None, description="tokens of `text` (with a tokenizer configured)")
 
 
@@ -193,6 +199,9 @@ class TeacherContext(ResponseModel):
     applicable: bool
     reason: str | None = Field(None, description="why not applicable (then text and messages are the plain ones)")
     budget: AppliedBudget | None = Field(None, description="with fade, for the teachers it names: the budget applied")
+    system: str | None = Field(
+        None, description="parts: the system message, in place of the plain one (the rest of the messages are plain's)"
+    )
 
 
 class StepContexts(ResponseModel):
@@ -201,9 +210,22 @@ class StepContexts(ResponseModel):
     teachers: dict[str, TeacherContext]
 
 
+class HistoryParts(ResponseModel):
+    """A trajectory's turns, once: step i's plain messages are the system message, then
+    for each earlier step j shown (from omitted_steps to i − 1) users[j − start] and
+    assistants[j − start], then users[i − start]; with a marker, the first user
+    message is the marker, a blank line and its turn."""
+
+    system: str = Field(description="the plain system message (the task)")
+    start: int = Field(description="the step index users[0] and assistants[0] belong to")
+    users: list[str] = Field(description="each step's user turn: the previous result and its observation")
+    assistants: list[str] = Field(description="each step's assistant turn: its action")
+
+
 class TrajectoryContexts(ResponseModel):
     id: str | None = Field(description="the trajectory's id (null: an inline trajectory sent without one)")
     steps: list[StepContexts]
+    history: HistoryParts | None = Field(None, description="with include parts: the turns the steps' messages use")
 
 
 class ContextsResponse(ResponseModel):

@@ -11,6 +11,9 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
+from reflexa.contexts import step_messages
+from reflexa.errors import InvalidInput as ClientInvalidInput
+from reflexa.models import ContextsResult
 
 from service.app import create_app
 from service.auth import Principal
@@ -491,3 +494,53 @@ def test_include_returns_only_the_renderings_asked_for(api: TestClient) -> None:
                 }
     r = api.post(URL, json={"trajectories": [{"id": "a1"}], "include": []})
     assert r.status_code == 422 and r.json()["error"]["field"] == "include"
+
+
+PARTS_CASES = [
+    {},
+    {"history_max_chars": 100},
+    {"history_steps": 1},
+    {"steps": [2]},
+    {"steps": [1, 2], "history_max_chars": 0},
+]
+
+
+@pytest.mark.parametrize("window", PARTS_CASES, ids=[str(c) for c in PARTS_CASES])
+def test_parts_state_the_history_once_and_rebuild_every_steps_messages(api: TestClient, window: dict[str, Any]) -> None:
+    inline = {"task": "open the gate", "steps": attempt_steps(True)}
+    body = {"trajectories": [{"id": "a1"}, {"id": "a0"}, inline], "teachers": ALL_KINDS, **window}
+    r_full = api.post(URL, json={**body, "include": ["messages"]})
+    r_parts = api.post(URL, json={**body, "include": ["parts"]})
+    assert r_full.status_code == r_parts.status_code == 200, r_parts.text
+    full, parts = r_full.json(), ContextsResult.model_validate(r_parts.json())
+    assert len(r_parts.content) < len(r_full.content)
+    for t_full, t in zip(full["trajectories"], parts.trajectories, strict=True):
+        assert t_full["history"] is None and t.history is not None
+        for s_full, s in zip(t_full["steps"], t.steps, strict=True):
+            assert s.plain.messages is None and s.plain.text is None
+            assert step_messages(t, s) == s_full["plain"]["messages"]
+            for name, teacher in s_full["teachers"].items():
+                assert s.teachers[name].messages is None
+                assert step_messages(t, s, name) == teacher["messages"]
+                same = {k: v for k, v in teacher.items() if k not in ("messages", "system")}
+                assert s.teachers[name].model_dump(exclude={"messages", "system"}) == same
+
+
+def test_parts_by_hand(api: TestClient) -> None:
+    """a1, step 2, 100 characters of history: steps 1 and 2 shown, step 0 omitted."""
+    out = contexts(api, trajectories=[{"id": "a1"}], steps=[2], history_max_chars=100, include=["parts", "text"])
+    history = out["trajectories"][0]["history"]
+    assert history["system"].endswith(TASK)
+    assert history["start"] == 1
+    assert history["assistants"] == ["take key"]
+    assert history["users"][0].startswith("Result of your last action: you walk north")
+    assert len(history["users"]) == 2 and "the door is locked" in history["users"][1]
+    plain = only_step(out)["plain"]
+    assert plain["marker"] == "(1 earlier steps omitted)" and plain["omitted_steps"] == 1
+    assert plain["text"] is not None and plain["messages"] is None  # parts and text together
+    whole = contexts(api, trajectories=[{"id": "a1"}], include=["parts"])
+    assert [s["plain"]["marker"] for s in whole["trajectories"][0]["steps"]] == [None, None, None]
+    messages_only = ContextsResult.model_validate(contexts(api, trajectories=[{"id": "a1"}], include=["messages"]))
+    with pytest.raises(ClientInvalidInput) as caught:
+        step_messages(messages_only.trajectories[0], messages_only.trajectories[0].steps[0])
+    assert caught.value.field == "include"

@@ -18,7 +18,8 @@ REFLEXA_BENCH_PG_URL, repeatable), on a fresh database:
 2. Contexts. `POST …/distill/contexts` under the snapshot for each measured batch (64
    stored trajectories by id, teachers memory, hindsight@2, attempt_summary): steps/s
    and contexts/s (steps × (1 + teachers)), p50 and spread over the batches; each
-   batch then again with `include: ["parts"]` (each history stated once). Every
+   batch then again in both forms, the default and `include: ["parts"]` (each
+   history stated once), on a warm embedding cache, with the floor on a warm cache. Every
    batch is new to the server's embedding cache but for the route states it revisits;
    the last row repeats the first batch (the cache warm).
 3. The contexts floor, interleaved batch by batch (bench/distill/floor.py): the same
@@ -136,7 +137,8 @@ def run_backend(backend: str, cfg: Config, dbs: Databases, work: Path, floor_emb
             warm_ids = [t["id"] for t in warm]
             warm_run = post_contexts(client, target, "warm-up", SNAPSHOT_ID, warm_ids)
             floor.run(warm_ids)
-            runs, floors, parts = [], [], []
+            runs, floors = [], []
+            again, parts, warm_floors = [], [], []  # ContextsRun, ContextsRun, ContextsFloorRun
             for i, b in enumerate(batches):
                 ids = [t["id"] for t in b]
                 wait_for_quiet(os.cpu_count() or 1, max_wait_s=cfg.quiet_wait_s)
@@ -146,18 +148,23 @@ def run_backend(backend: str, cfg: Config, dbs: Databases, work: Path, floor_emb
                 else:
                     runs.append(post_contexts(client, target, f"batch {i + 1}", SNAPSHOT_ID, ids))
                     floors.append(floor.run(ids))
-                parts.append(post_contexts(client, target, f"batch {i + 1}, parts", SNAPSHOT_ID, ids, PARTS))
+                # the two forms again, both on a warm embedding cache (the first run filled it), order alternating
+                forms = [(again, "again", None), (parts, "parts", PARTS)]
+                for into, name, include in forms if i % 2 else forms[::-1]:
+                    into.append(post_contexts(client, target, f"batch {i + 1}, {name}", SNAPSHOT_ID, ids, include))
+                warm_floors.append(floor.run(ids))
                 progress(
                     f"  {backend}: batch {i + 1}: {runs[-1].seconds:.2f} s = {runs[-1].contexts_per_s:,.0f} "
-                    f"contexts/s ({runs[-1].response_bytes / 1e6:.1f} MB); floor {floors[-1].total_s:.2f} s; "
-                    f"parts {parts[-1].seconds:.2f} s ({parts[-1].response_bytes / 1e6:.1f} MB)"
+                    f"contexts/s ({runs[-1].response_bytes / 1e6:.1f} MB); floor {floors[-1].total_s:.2f} s; warm: "
+                    f"again {again[-1].seconds:.2f} s, parts {parts[-1].seconds:.2f} s "
+                    f"({parts[-1].response_bytes / 1e6:.1f} MB), floor {warm_floors[-1].total_s:.2f} s"
                 )
             first = [t["id"] for t in batches[0]]
             repeat = post_contexts(client, target, "batch 1 again", SNAPSHOT_ID, first)
             repeat_floor = floor.run(first)
             result = BackendResult(
                 backend, background, rollouts, drained, snap, floor.load_s, floor.vectors, warm_run, runs, floors,
-                repeat, repeat_floor, parts,
+                repeat, repeat_floor, again, parts, warm_floors,
             )  # fmt: skip
             for fmt in FORMATS:  # warm-up (not measured): the first parquet export imports and sets up pyarrow
                 with client.stream("GET", f"/v1/namespaces/{NAMESPACE}/export", params=_first(fmt)) as r:

@@ -33,7 +33,10 @@ class BackendResult:
     floors: list[ContextsFloorRun]
     repeat: ContextsRun
     repeat_floor: ContextsFloorRun
-    parts: list[ContextsRun] = field(default_factory=list)  # the measured batches again, include=["parts"]
+    # the measured batches again on a warm embedding cache: the default form, include=["parts"], the floor
+    again: list[ContextsRun] = field(default_factory=list)
+    parts: list[ContextsRun] = field(default_factory=list)
+    warm_floors: list[ContextsFloorRun] = field(default_factory=list)
     exports: list[ExportRun] = field(default_factory=list)
     export_floors: dict[str, ExportFloorRun] = field(default_factory=dict)
     server_rss_mb: float = float("nan")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -572,7 +572,10 @@ def test_a_timeout_is_transient_and_writes_nothing(api_llm: TestClient, scripted
     [job] = jobs(api, kind="reflect.heuristics")
     assert job["status"] == "queued" and job["attempts"] == 1
     assert "LLMUnavailable" in job["last_error"] and "unreachable" in job["last_error"]
-    assert datetime.fromisoformat(job["run_after"]) > datetime.now(UTC)
+    # Deferred by the first backoff (2 s base, jitter down to half) from when it failed;
+    # measured from the job's own clock, not the test's, which a slow machine delays.
+    failed_at = datetime.fromisoformat(job["updated_at"])
+    assert datetime.fromisoformat(job["run_after"]) - failed_at >= timedelta(seconds=1)
     assert items(api, "heuristic") == []
 
 

@@ -98,10 +98,14 @@ class PlainHistory:
             out.append({"role": "user", "content": self.users[j]})
             out.append({"role": "assistant", "content": self.assistants[j]})
         out.append({"role": "user", "content": self.users[position]})
-        if omitted:
-            marker = self.template.fill("omitted", count=omitted)
+        marker = self.marker(omitted)
+        if marker is not None:
             out[1] = {"role": "user", "content": f"{marker}\n\n{out[1]['content']}"}
         return out, omitted
+
+    def marker(self, omitted: int) -> str | None:
+        """The line that opens the first kept turn when earlier steps were dropped."""
+        return self.template.fill("omitted", count=omitted) if omitted else None
 
 
 def transcript(template: ContextTemplate, messages: Sequence[Message]) -> str:

@@ -37,9 +37,8 @@ Ties break exact first, then newest, then by pk, so equal inputs give equal outp
 from __future__ import annotations
 
 import functools
-import itertools
+import hashlib
 import math
-from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -61,7 +60,11 @@ class Utility:
     baseline: float
 
 
+@functools.lru_cache(maxsize=16_384, typed=True)
 def utility(successes: int, failures: int, uses: int, baseline: float) -> Utility:
+    """Cached: most candidates have the same few counts (a batch of 1,280 states
+    scores the same items over and over), and a Utility is immutable; typed, so an
+    int count is never answered with a float one."""
     a = PRIOR_STRENGTH * baseline + successes
     b = PRIOR_STRENGTH * (1.0 - baseline) + failures
     mean = a / (a + b)
@@ -93,30 +96,50 @@ def lexical_similarities(query_features: frozenset[str], texts: list[str | None]
     differed from it in a single slot, since the rare feature outweighed several
     common ones (bench/retrieval/quality.py, docs/retrieval.md). None for a candidate
     without a lexical text, or when the query has no words."""
-    if not query_features:
-        return [None] * len(texts)
-    feature_sets = [None if t is None else lexical_features(t) for t in texts]
-    present = [f for f in feature_sets if f is not None]
-    n = len(present)
-    # Counted and summed by C loops (Counter, map): this runs for every candidate of
-    # every retrieve, ~50 features each.
-    df = Counter(itertools.chain.from_iterable(present))
-    log_n1 = math.log(1 + n)
-    weight = {feature: log_n1 - math.log(1 + count) + 1.0 for feature, count in df.items()}
-    unseen = log_n1 + 1.0
-    q_norm = math.sqrt(math.fsum(weight.get(f, unseen) for f in query_features))
-    get = weight.__getitem__
-    out: list[float | None] = []
-    for features in feature_sets:
-        if features is None:
-            out.append(None)
-            continue
-        # fsum: exactly rounded, so the order a set iterates in (per-process string
-        # hashing) cannot change the last digits between replicas or restarts
-        norm = math.sqrt(math.fsum(map(get, features)))
-        shared = math.fsum(map(get, features & query_features))
-        out.append(shared / (q_norm * norm) if norm else 0.0)
+    out: list[float | None] = [None] * len(texts)
+    present = [i for i, t in enumerate(texts) if t is not None]
+    if not query_features or not present:
+        return out
+    # Each text is its sorted array of feature keys (`_text_keys`), so this runs as a
+    # few numpy passes over all candidates' features at once instead of Python loops.
+    arrays = [_text_keys(texts[i]) for i in present]  # type: ignore[arg-type]
+    flat = np.concatenate(arrays)
+    owner = np.repeat(np.arange(len(arrays)), [len(a) for a in arrays])
+    keys, where, df = _distinct(flat)
+    log_n1 = math.log(1 + len(arrays))
+    idf = log_n1 - np.log1p(df) + 1.0
+    query = _feature_keys(query_features)
+    at = np.minimum(np.searchsorted(keys, query), max(len(keys) - 1, 0))
+    seen = keys[at] == query if len(keys) else np.zeros(len(query), dtype=bool)
+    q_norm = math.sqrt(float(np.where(seen, idf[at] if len(keys) else 0.0, log_n1 + 1.0).sum()))
+    in_query = np.zeros(len(keys), dtype=bool)
+    in_query[at[seen]] = True
+    weights = idf[where]
+    # bincount adds each text's weights in its array's order, and that order is the
+    # features' keys, not a set's iteration order (per-process string hashing), so
+    # replicas and restarts agree to the last bit
+    norms = np.bincount(owner, weights=weights, minlength=len(arrays))
+    shared = np.bincount(owner, weights=np.where(in_query[where], weights, 0.0), minlength=len(arrays))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        sims = np.where(norms > 0, shared / (q_norm * np.sqrt(norms)), 0.0)
+    for i, sim in zip(present, sims.tolist(), strict=True):
+        out[i] = sim
     return out
+
+
+def _distinct(flat: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """np.unique(flat, return_inverse=True, return_counts=True), ~2.5x faster here: the
+    input is the candidates' sorted arrays end to end, runs a stable sort (timsort)
+    merges almost for free."""
+    order = np.argsort(flat, kind="stable")
+    ordered = flat[order]
+    first = np.empty(len(ordered), dtype=bool)
+    first[:1] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=first[1:])
+    where = np.empty(len(ordered), dtype=np.intp)
+    where[order] = np.cumsum(first) - 1
+    starts = np.flatnonzero(first)
+    return ordered[starts], where, np.diff(starts, append=len(ordered))
 
 
 @functools.lru_cache(maxsize=65_536)
@@ -129,6 +152,26 @@ def lexical_features(text: str) -> frozenset[str]:
     words = lexical_tokens(text)
     pairs = {f"{a} {b}" for gap in (1, 2) for a, b in zip(words, words[gap:], strict=False)}
     return frozenset(words).union(pairs)
+
+
+@functools.lru_cache(maxsize=65_536)
+def _text_keys(text: str) -> np.ndarray:
+    return _feature_keys(lexical_features(text))
+
+
+@functools.lru_cache(maxsize=4_096)
+def _feature_keys(features: frozenset[str]) -> np.ndarray:
+    """The features as sorted 64-bit keys (BLAKE2b of the text, the same in every
+    process; two of a million features share a key with odds of about 3e-8, which
+    would only merge their weights). Read-only: cached arrays are shared."""
+    keys = np.fromiter(
+        (int.from_bytes(hashlib.blake2b(f.encode(), digest_size=8).digest(), "little") for f in features),
+        dtype=np.uint64,
+        count=len(features),
+    )
+    keys.sort()
+    keys.setflags(write=False)
+    return keys
 
 
 def relevance(dense: float, lexical: float | None, weight: float) -> float:

@@ -360,23 +360,24 @@ class RetrievalService:
             if prefetched is not None:  # the first round, fetched with the other requests'
                 rows = prefetched.rows_for(sql_filters, pks)
                 if split:
-                    rows = [r for r in rows if _admits(filters, r, prefetched.citations.get(r.pk, []), partial_kinds)]
+                    rows = [
+                        r
+                        for r in rows
+                        if _admits(filters, sql_filters, r, prefetched.citations.get(r.pk, []), partial_kinds)
+                    ]
                 prefetched = None
             else:
                 with self.db.read() as session:
                     rows = repo.list_candidates(session, ns, sorted(pks), sql_filters, self.embedder.name, snapshot_pk)
                     if split:
                         cites = repo.list_citations(session, ns, [r.pk for r in rows], snapshot_pk)
-                        rows = [r for r in rows if _admits(filters, r, cites.get(r.pk, []), partial_kinds)]
+                        rows = [r for r in rows if _admits(filters, sql_filters, r, cites.get(r.pk, []), partial_kinds)]
             rows = [r for r in rows if "state" in r.vectors and query.for_kind(r.kind) is not None]
             lexical = self._lexical(rows, words) if lexical_weight else [None] * len(rows)
+            state_sims, internal_sims = _cosines(rows, query)
             out = []
-            for row, lex in zip(rows, lexical, strict=True):
+            for row, lex, s_sim, i_sim in zip(rows, lexical, state_sims, internal_sims, strict=True):
                 vecs = row.vectors
-                q_main = query.for_kind(row.kind)
-                s_sim = float(vecs["state"] @ q_main)
-                q_int = query.internal
-                i_sim = float(vecs["internal"] @ q_int) if q_int is not None and "internal" in vecs else None
                 sim = ranking.joint_similarity(s_sim, i_sim, weight)
                 util = ranking.utility(row.successes, row.failures, row.uses, baseline)
                 rec = ranking.recency_factor(row.updated_at, now, settings.ranking)
@@ -497,6 +498,27 @@ class RetrievalService:
         return result
 
 
+def _cosines(rows: list[repo.CandidateRow], query: Query) -> tuple[list[float], list[float | None]]:
+    """Per row, the cosine of its state vector with the query's (the task's, for
+    task-keyed kinds) and of its internal-state vector with the query's (None when
+    either has none): one matrix product per query vector, not a product per row."""
+    states: list[float] = [0.0] * len(rows)
+    for keyed in (False, True):
+        idx = [i for i, r in enumerate(rows) if (r.kind in TASK_KEYED) is keyed]
+        if idx:
+            vector = query.for_kind(rows[idx[0]].kind)
+            sims = (np.vstack([rows[i].vectors["state"] for i in idx]) @ vector).tolist()
+            for i, sim in zip(idx, sims, strict=True):
+                states[i] = sim
+    internals: list[float | None] = [None] * len(rows)
+    idx = [i for i, r in enumerate(rows) if "internal" in r.vectors] if query.internal is not None else []
+    if idx:
+        sims = (np.vstack([rows[i].vectors["internal"] for i in idx]) @ query.internal).tolist()
+        for i, sim in zip(idx, sims, strict=True):
+            internals[i] = sim
+    return states, internals
+
+
 def _without_exclusions(filters: repo.CandidateFilters) -> repo.CandidateFilters:
     """The filters less the trajectory and task exclusions (applied per row by `_admits`)."""
     if not (filters.exclude_task_hashes or filters.exclude_trajectory_ids):
@@ -505,14 +527,19 @@ def _without_exclusions(filters: repo.CandidateFilters) -> repo.CandidateFilters
 
 
 def _admits(
-    filters: repo.CandidateFilters, row: repo.CandidateRow, citations: Sequence[repo.Citation], partial: frozenset[str]
+    filters: repo.CandidateFilters,
+    relaxed: repo.CandidateFilters,
+    row: repo.CandidateRow,
+    citations: Sequence[repo.Citation],
+    partial: frozenset[str],
 ) -> bool:
     """The citation filters on one candidate: an item of a `partial` kind is admitted
     when any citation is neither an excluded trajectory nor of an excluded task;
-    any other item when none is (CandidateFilters.admits)."""
+    any other item when none is (CandidateFilters.admits). `relaxed` is `filters`
+    less the exclusions (`_without_exclusions`), built once per request, not per row."""
     if row.kind not in partial:
         return filters.admits(citations)
-    if not _without_exclusions(filters).admits(citations):
+    if not relaxed.admits(citations):
         return False
     return any(
         c.trajectory_id not in filters.exclude_trajectory_ids and c.task_hash not in filters.exclude_task_hashes

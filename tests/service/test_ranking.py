@@ -134,6 +134,44 @@ def test_lexical_similarity_is_a_bounded_cosine(query: list[str], texts: list[li
             assert sim == 0.0
 
 
+def reference_lexical_similarities(query: frozenset[str], texts: list[str | None]) -> list[float | None]:
+    """The docstring's formula, one candidate and one feature at a time."""
+    import math
+
+    if not query:
+        return [None] * len(texts)
+    sets = [None if t is None else ranking.lexical_features(t) for t in texts]
+    present = [f for f in sets if f is not None]
+    n = len(present)
+
+    def idf(feature: str) -> float:
+        return math.log((1 + n) / (1 + sum(feature in f for f in present))) + 1
+
+    q_norm = math.fsum(idf(f) for f in query)
+    out: list[float | None] = []
+    for f in sets:
+        if f is None:
+            out.append(None)
+            continue
+        norm = math.fsum(idf(x) for x in f)
+        out.append(math.fsum(idf(x) for x in f & query) / math.sqrt(q_norm * norm) if norm else 0.0)
+    return out
+
+
+@given(words, st.lists(st.one_of(st.none(), words.map(" ".join), st.just("")), max_size=25))
+@settings(max_examples=300, deadline=None)
+def test_lexical_similarities_equal_the_formula_by_feature(query: list[str], texts: list[str | None]) -> None:
+    """The vectorised arithmetic (feature keys, one pass over all candidates) against
+    the formula written out plainly: the same values to rounding, None in the same places."""
+    feats = ranking.lexical_features(" ".join(query))
+    got = ranking.lexical_similarities(feats, texts)
+    want = reference_lexical_similarities(feats, texts)
+    assert [g is None for g in got] == [w is None for w in want]
+    for g, w in zip(got, want, strict=True):
+        if w is not None:
+            assert g == pytest.approx(w, rel=1e-12, abs=1e-15)
+
+
 def test_lexical_similarity_is_the_same_bits_under_any_string_hashing() -> None:
     """Replicas and restarts hash strings with other seeds, so sets iterate in other
     orders: the similarities must not change in the last digit (snapshot reads are

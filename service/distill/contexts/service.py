@@ -212,7 +212,7 @@ class DistillService:
                 steps.append(StepContexts(index=episode.steps[position].index, plain=plain, teachers=teachers))
             out.append(TrajectoryContexts(id=episode.id, steps=steps))
             if "parts" in body.include and steps:
-                _parts(out[-1], history, template, positions[e_i])
+                _parts(out[-1], history, positions[e_i])
         _keep_only(out, set(body.include))
         return ContextsResponse(
             snapshot=loaded.snapshot.id if loaded.snapshot else None, template_version=template.id, trajectories=out
@@ -707,9 +707,7 @@ def _subtract(
     )
 
 
-def _parts(
-    trajectory: TrajectoryContexts, history: plain_context.PlainHistory, template: ContextTemplate, positions: list[int]
-) -> None:
+def _parts(trajectory: TrajectoryContexts, history: plain_context.PlainHistory, positions: list[int]) -> None:
     """The shared-history form: the turns the steps show, once, from the earliest step
     any window starts at to the last step asked for (a step's index is its position:
     indices run from 0 in order); per step its marker, per teacher its system message."""
@@ -722,8 +720,7 @@ def _parts(
         assistants=history.assistants[start:last],
     )
     for step in trajectory.steps:
-        omitted = step.plain.omitted_steps
-        step.plain.marker = template.fill("omitted", count=omitted) if omitted else None
+        step.plain.marker = history.marker(step.plain.omitted_steps)
         for teacher in step.teachers.values():
             assert teacher.messages is not None  # built before _keep_only
             teacher.system = teacher.messages[0].content

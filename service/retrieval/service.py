@@ -507,13 +507,14 @@ def _cosines(rows: list[repo.CandidateRow], query: Query) -> tuple[list[float], 
         idx = [i for i, r in enumerate(rows) if (r.kind in TASK_KEYED) is keyed]
         if idx:
             vector = query.for_kind(rows[idx[0]].kind)
-            sims = (np.vstack([rows[i].vectors["state"] for i in idx]) @ vector).tolist()
+            # np.array of the row vectors: ~3x faster than np.vstack for ~100 of them
+            sims = (np.array([rows[i].vectors["state"] for i in idx]) @ vector).tolist()
             for i, sim in zip(idx, sims, strict=True):
                 states[i] = sim
     internals: list[float | None] = [None] * len(rows)
     idx = [i for i, r in enumerate(rows) if "internal" in r.vectors] if query.internal is not None else []
     if idx:
-        sims = (np.vstack([rows[i].vectors["internal"] for i in idx]) @ query.internal).tolist()
+        sims = (np.array([rows[i].vectors["internal"] for i in idx]) @ query.internal).tolist()
         for i, sim in zip(idx, sims, strict=True):
             internals[i] = sim
     return states, internals

@@ -28,22 +28,30 @@ class DayCount:
     mean_latency_ms: float | None = None
 
 
-def list_trajectories_by_day(session: Session, namespace: str, since: datetime) -> list[DayCount]:
+def list_trajectories_by_day(
+    session: Session, namespace: str, since: datetime, until: datetime | None = None
+) -> list[DayCount]:
+    """Trajectories created in [since, until) per UTC day, and how many succeeded."""
     day = day_of(session, Trajectory.created_at)
+    window = [Trajectory.created_at >= since] + ([Trajectory.created_at < until] if until is not None else [])
     stmt = (
         select(day, func.count(), func.sum(case((Trajectory.success.is_(True), 1), else_=0)))
-        .where(Trajectory.namespace == namespace, Trajectory.created_at >= since)
+        .where(Trajectory.namespace == namespace, *window)
         .group_by(day)
         .order_by(day)
     )
     return [DayCount(d, n, int(s or 0)) for d, n, s in session.execute(stmt)]
 
 
-def list_retrievals_by_day(session: Session, namespace: str, since: datetime) -> list[DayCount]:
+def list_retrievals_by_day(
+    session: Session, namespace: str, since: datetime, until: datetime | None = None
+) -> list[DayCount]:
+    """Retrievals logged in [since, until) per UTC day, and their mean server time."""
     day = day_of(session, Retrieval.created_at)
+    window = [Retrieval.created_at >= since] + ([Retrieval.created_at < until] if until is not None else [])
     stmt = (
         select(day, func.count(), func.avg(Retrieval.latency_ms))
-        .where(Retrieval.namespace == namespace, Retrieval.created_at >= since)
+        .where(Retrieval.namespace == namespace, *window)
         .group_by(day)
         .order_by(day)
     )

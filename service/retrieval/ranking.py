@@ -129,8 +129,8 @@ def lexical_similarities(query_features: frozenset[str], texts: list[str | None]
 
 def _distinct(flat: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """np.unique(flat, return_inverse=True, return_counts=True), ~2.5x faster here: the
-    input is the candidates' sorted arrays end to end, runs a stable sort (timsort)
-    merges almost for free."""
+    input is the candidates' sorted arrays end to end, sorted runs that a stable sort
+    (timsort) merges almost for free."""
     order = np.argsort(flat, kind="stable")
     ordered = flat[order]
     first = np.empty(len(ordered), dtype=bool)
@@ -156,6 +156,8 @@ def lexical_features(text: str) -> frozenset[str]:
 
 @functools.lru_cache(maxsize=65_536)
 def _text_keys(text: str) -> np.ndarray:
+    """A candidate text's feature keys; cached like its features (full, ~80 features a
+    text, the arrays hold ~40 MB)."""
     return _feature_keys(lexical_features(text))
 
 

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
-from sqlalchemy.orm import Session
-
 from domain.hashing import text_hash
 from domain.reflections import TASK_KEYED
 from domain.settings import NamespaceSettings
@@ -35,16 +33,16 @@ PAGE = 512
 
 
 def _pages(
-    db: Database, namespace: str, read: Callable[[Session, int], list[Reflection]]
+    db: Database, namespace: str, read: Callable[..., list[Reflection]], which: object
 ) -> Iterator[tuple[NamespaceSettings, list[Reflection]]]:
-    """The namespace's settings and each page `read(session, after_pk)` gives, in pk
-    order (each page read in a unit of its own, the next after what the caller did
-    with this one), until one comes back empty."""
+    """The namespace's settings and each page of `read(session, namespace, which,
+    after_pk=, limit=PAGE)`, in pk order (each read in a unit of its own, the next
+    after what the caller did with this one), until one comes back empty."""
     after = 0
     while True:
         with db.read() as session:
             settings = read_settings(session, namespace)
-            rows = read(session, after)
+            rows = read(session, namespace, which, after_pk=after, limit=PAGE)
         if not rows:
             return
         yield settings, rows
@@ -54,13 +52,7 @@ def _pages(
 def reembed_missing(db: Database, embedder: Embedder, namespace: str) -> int:
     """Encode reflections that have no state vector of this model; returns how many."""
     done = 0
-    for settings, rows in _pages(
-        db,
-        namespace,
-        lambda session, after: embeddings_repo.list_reflections_without_vector(
-            session, namespace, embedder.name, after_pk=after, limit=PAGE
-        ),
-    ):
+    for settings, rows in _pages(db, namespace, embeddings_repo.list_reflections_without_vector, embedder.name):
         texts = [reflection_texts(r, settings) for r in rows]
         vectors = encode_texts(embedder, texts)
         with db.write() as session:
@@ -86,13 +78,7 @@ def backfill_text_hashes(db: Database, *, namespace: str, model: str) -> int:
     """Give vectors written before migration 0005 the hash of the text they encode
     (no re-encoding); returns how many reflections were filled in."""
     done = 0
-    for settings, rows in _pages(
-        db,
-        namespace,
-        lambda session, after: embeddings_repo.list_reflections_without_text_hash(
-            session, namespace, model, after_pk=after, limit=PAGE
-        ),
-    ):
+    for settings, rows in _pages(db, namespace, embeddings_repo.list_reflections_without_text_hash, model):
         with db.write() as session:
             for r in rows:
                 if encodes_its_text(r):
@@ -106,13 +92,7 @@ def rebuild_internal_hashes(db: Database, namespace: str) -> int:
     (rows written before migration 0010, or under another `state_text.max_chars`),
     and each exemplar's set of them; returns how many exemplars changed."""
     done = 0
-    for settings, rows in _pages(
-        db,
-        namespace,
-        lambda session, after: repo.list_reflections_in_pk_order(
-            session, namespace, ["exemplar"], after_pk=after, limit=PAGE
-        ),
-    ):
+    for settings, rows in _pages(db, namespace, repo.list_reflections_in_pk_order, ["exemplar"]):
         pks = [r.pk for r in rows]
         max_chars = settings.state_text.max_chars
         with db.write() as session:
@@ -131,13 +111,7 @@ def rebuild_lexical(db: Database, namespace: str) -> int:
     """Write the lexical text of every reflection whose vector encodes a text (from
     SQL, as the workers write it); returns how many."""
     done = 0
-    for settings, rows in _pages(
-        db,
-        namespace,
-        lambda session, after: repo.list_reflections_in_pk_order(
-            session, namespace, TEXT_KINDS, after_pk=after, limit=PAGE
-        ),
-    ):
+    for settings, rows in _pages(db, namespace, repo.list_reflections_in_pk_order, TEXT_KINDS):
         with db.write() as session:
             for r in filter(encodes_its_text, rows):
                 lexical_repo.update_lexical_text(

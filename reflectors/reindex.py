@@ -10,8 +10,11 @@ Then the namespace's index snapshot is rebuilt from the embeddings table.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+
 from domain.hashing import text_hash
 from domain.reflections import TASK_KEYED
+from domain.settings import NamespaceSettings
 from domain.state_text import internal_text
 from reflectors.contrastive import NAME as CONTRASTIVE
 from reflectors.embed import encode_texts, reflection_texts, text_hashes, write_vectors
@@ -29,18 +32,27 @@ from store.models import Reflection
 PAGE = 512
 
 
-def reembed_missing(db: Database, embedder: Embedder, namespace: str) -> int:
-    """Encode reflections that have no state vector of this model; returns how many."""
-    done = 0
+def _pages(
+    db: Database, namespace: str, read: Callable[..., list[Reflection]], which: object
+) -> Iterator[tuple[NamespaceSettings, list[Reflection]]]:
+    """The namespace's settings and each page of `read(session, namespace, which,
+    after_pk=, limit=PAGE)`, in pk order (each read in a unit of its own, the next
+    after what the caller did with this one), until one comes back empty."""
     after = 0
     while True:
         with db.read() as session:
             settings = read_settings(session, namespace)
-            rows = embeddings_repo.list_reflections_without_vector(
-                session, namespace, embedder.name, after_pk=after, limit=PAGE
-            )
+            rows = read(session, namespace, which, after_pk=after, limit=PAGE)
         if not rows:
-            return done
+            return
+        yield settings, rows
+        after = rows[-1].pk
+
+
+def reembed_missing(db: Database, embedder: Embedder, namespace: str) -> int:
+    """Encode reflections that have no state vector of this model; returns how many."""
+    done = 0
+    for settings, rows in _pages(db, namespace, embeddings_repo.list_reflections_without_vector, embedder.name):
         texts = [reflection_texts(r, settings) for r in rows]
         vectors = encode_texts(embedder, texts)
         with db.write() as session:
@@ -49,7 +61,7 @@ def reembed_missing(db: Database, embedder: Embedder, namespace: str) -> int:
                 if current is not None:  # it may have gone while we encoded
                     write_vectors(session, current, embedder.name, vecs, t)
         done += len(rows)
-        after = rows[-1].pk
+    return done
 
 
 # Kinds whose vectors encode exactly `reflection_texts`; heuristics and skills do
@@ -66,21 +78,13 @@ def backfill_text_hashes(db: Database, *, namespace: str, model: str) -> int:
     """Give vectors written before migration 0005 the hash of the text they encode
     (no re-encoding); returns how many reflections were filled in."""
     done = 0
-    after = 0
-    while True:
-        with db.read() as session:
-            settings = read_settings(session, namespace)
-            rows = embeddings_repo.list_reflections_without_text_hash(
-                session, namespace, model, after_pk=after, limit=PAGE
-            )
-        if not rows:
-            return done
+    for settings, rows in _pages(db, namespace, embeddings_repo.list_reflections_without_text_hash, model):
         with db.write() as session:
             for r in rows:
                 if encodes_its_text(r):
                     embeddings_repo.update_text_hashes(session, r.pk, model, text_hashes(reflection_texts(r, settings)))
                     done += 1
-        after = rows[-1].pk
+    return done
 
 
 def rebuild_internal_hashes(db: Database, namespace: str) -> int:
@@ -88,16 +92,8 @@ def rebuild_internal_hashes(db: Database, namespace: str) -> int:
     (rows written before migration 0010, or under another `state_text.max_chars`),
     and each exemplar's set of them; returns how many exemplars changed."""
     done = 0
-    after = 0
-    while True:
-        with db.read() as session:
-            settings = read_settings(session, namespace)
-            pks = [
-                r.pk
-                for r in repo.list_reflections_in_pk_order(session, namespace, ["exemplar"], after_pk=after, limit=PAGE)
-            ]
-        if not pks:
-            return done
+    for settings, rows in _pages(db, namespace, repo.list_reflections_in_pk_order, ["exemplar"]):
+        pks = [r.pk for r in rows]
         max_chars = settings.state_text.max_chars
         with db.write() as session:
             index_feed.lock_feed(session, namespace)  # exemplar writes take it too: no stale set overwrites theirs
@@ -108,20 +104,14 @@ def rebuild_internal_hashes(db: Database, namespace: str) -> int:
                 if digest != occ.internal_hash:
                     changed[occ.evidence_pk] = digest
             done += evidence_repo.update_internal_hashes(session, changed, pks)
-        after = pks[-1]
+    return done
 
 
 def rebuild_lexical(db: Database, namespace: str) -> int:
     """Write the lexical text of every reflection whose vector encodes a text (from
     SQL, as the workers write it); returns how many."""
     done = 0
-    after = 0
-    while True:
-        with db.read() as session:
-            settings = read_settings(session, namespace)
-            rows = repo.list_reflections_in_pk_order(session, namespace, TEXT_KINDS, after_pk=after, limit=PAGE)
-        if not rows:
-            return done
+    for settings, rows in _pages(db, namespace, repo.list_reflections_in_pk_order, TEXT_KINDS):
         with db.write() as session:
             for r in filter(encodes_its_text, rows):
                 lexical_repo.update_lexical_text(
@@ -132,7 +122,7 @@ def rebuild_lexical(db: Database, namespace: str) -> int:
                     text_=reflection_texts(r, settings)["state"],
                 )
             done += sum(map(encodes_its_text, rows))
-        after = rows[-1].pk
+    return done
 
 
 def reindex(db: Database, embedder: Embedder, registry: IndexRegistry, namespaces: list[str]) -> dict[str, int]:

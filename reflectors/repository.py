@@ -6,10 +6,23 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-from sqlalchemy import select
+from sqlalchemy import ColumnElement, select
 from sqlalchemy.orm import Session
 
 from store.models import Embedding, LexicalText, Reflection, ReflectionEvidence
+
+# A reflection's state vector (of whichever model: the query names it).
+_STATE_VECTOR = (Embedding.reflection_pk == Reflection.pk) & (Embedding.field == "state")
+
+
+def _active_exemplars(namespace: str, model: str) -> tuple[ColumnElement[bool], ...]:
+    """The namespace's active exemplars that have a state vector of `model`."""
+    return (
+        Reflection.namespace == namespace,
+        Reflection.kind == "exemplar",
+        Reflection.status == "active",
+        Embedding.model == model,
+    )
 
 
 def list_exemplars_with_vectors(
@@ -18,12 +31,9 @@ def list_exemplars_with_vectors(
     """The environment's most-seen active exemplars with their state vectors."""
     stmt = (
         select(Reflection, Embedding.vector)
-        .join(Embedding, (Embedding.reflection_pk == Reflection.pk) & (Embedding.field == "state"))
+        .join(Embedding, _STATE_VECTOR)
         .where(
-            Reflection.namespace == namespace,
-            Reflection.kind == "exemplar",
-            Reflection.status == "active",
-            Embedding.model == model,
+            *_active_exemplars(namespace, model),
             Reflection.environment.is_(None) if environment is None else Reflection.environment == environment,
         )
         .order_by(Reflection.evidence_count.desc(), Reflection.pk)
@@ -58,7 +68,7 @@ def list_pool_with_vectors(
     first: the pool an LLM reflector compares a new item against."""
     stmt = (
         select(Reflection, Embedding.vector)
-        .join(Embedding, (Embedding.reflection_pk == Reflection.pk) & (Embedding.field == "state"))
+        .join(Embedding, _STATE_VECTOR)
         .where(
             Reflection.namespace == namespace,
             Reflection.kind == kind,
@@ -95,13 +105,8 @@ def list_exemplar_state_texts(session: Session, namespace: str, model: str, limi
     stmt = (
         select(LexicalText.text, Embedding.vector)
         .join(Reflection, Reflection.pk == LexicalText.reflection_pk)
-        .join(Embedding, (Embedding.reflection_pk == Reflection.pk) & (Embedding.field == "state"))
-        .where(
-            Reflection.namespace == namespace,
-            Reflection.kind == "exemplar",
-            Reflection.status == "active",
-            Embedding.model == model,
-        )
+        .join(Embedding, _STATE_VECTOR)
+        .where(*_active_exemplars(namespace, model))
         .order_by(Reflection.pk.desc())
         .limit(limit)
     )

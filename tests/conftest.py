@@ -1,5 +1,6 @@
 """Shared fixtures: real databases (SQLite files and the machine's PostgreSQL, each
-test session in databases of its own), the app in-process, and real uvicorn servers.
+test session in databases of its own), the app in-process (with the scripted LLM
+server as its LLM, for reflectors and judges), and real uvicorn servers.
 
 PostgreSQL: REFLEXA_TEST_PG_URL (default postgresql+psycopg://postgres@127.0.0.1:5432/postgres)
 names an admin connection; every database made from it is dropped at the end.
@@ -13,7 +14,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,7 +27,10 @@ from sqlalchemy.engine import make_url
 
 from migrations import upgrade
 from service.app import create_app
+from service.container import Services
 from service.settings import Settings
+from store.embedding import Embedder, build_embedder
+from tests.reflectors.openai_server import ScriptedLLM, serve_scripted_llm
 
 PG_ADMIN_URL = os.environ.get("REFLEXA_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
 ADMIN_KEY = "rfx_test_admin_" + uuid.uuid4().hex
@@ -102,11 +106,68 @@ def settings(database_url: str, tmp_path: Path) -> Settings:
     return make_settings(database_url, tmp_path)
 
 
+def admin_api(settings: Settings) -> TestClient:
+    """The app in-process on `settings`, authenticated as admin (enter it: `with`)."""
+    return TestClient(create_app(settings), headers={"Authorization": f"Bearer {ADMIN_KEY}"})
+
+
 @pytest.fixture
 def client(settings: Settings) -> Iterator[TestClient]:
     """The app in-process (real database), authenticated as admin."""
-    with TestClient(create_app(settings), headers={"Authorization": f"Bearer {ADMIN_KEY}"}) as c:
+    with admin_api(settings) as c:
         yield c
+
+
+@pytest.fixture
+def scripted_llm() -> Iterator[ScriptedLLM]:
+    """A running scripted LLM server; the test fails if it left replies unused or
+    made a request the script did not foresee."""
+    with serve_scripted_llm() as server:
+        yield server
+        assert server.unused == 0, f"{server.unused} scripted replies were never requested"
+        assert server.exhausted == 0, f"{server.exhausted} requests arrived after the script ran out"
+
+
+@pytest.fixture
+def llm_overrides() -> dict[str, Any]:
+    """LLM settings a test changes (parametrize this name to override)."""
+    return {}
+
+
+@pytest.fixture
+def api_llm(
+    database_url: str, tmp_path: Path, scripted_llm: ScriptedLLM, llm_overrides: dict[str, Any]
+) -> Iterator[TestClient]:
+    """The app on each engine, authenticated as admin, with an LLM configured: the
+    scripted server (no retries unless a test overrides them)."""
+    llm = {
+        "base_url": scripted_llm.url,
+        "model": "configured-model",
+        "api_key": "sk-test",
+        "timeout_seconds": 10.0,
+        "max_retries": 0,
+        **llm_overrides,
+    }
+    with admin_api(make_settings(database_url, tmp_path, llm=llm)) as api:
+        yield api
+
+
+@pytest.fixture(scope="module")
+def onnx_model(tmp_path_factory: pytest.TempPathFactory) -> Embedder:
+    """The real packaged model (all-MiniLM-L6-v2 on ONNX Runtime), loaded once per module."""
+    return build_embedder("onnx", cache_dir=tmp_path_factory.mktemp("models"))
+
+
+@pytest.fixture
+def api_onnx(
+    database_url: str, tmp_path: Path, onnx_model: Embedder, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[TestClient]:
+    """The app on each engine with the real model, authenticated as admin."""
+    # The app builds its services in the lifespan; hand it the already-loaded model.
+    real_build = Services.build
+    monkeypatch.setattr(Services, "build", classmethod(lambda cls, s, db: real_build.__func__(cls, s, db, onnx_model)))
+    with admin_api(make_settings(database_url, tmp_path)) as api:
+        yield api
 
 
 def free_port() -> int:
@@ -180,6 +241,22 @@ def start_server(
             time.sleep(0.1)
     proc.kill()
     raise RuntimeError("server did not become healthy within 60 s")
+
+
+def start_worker(
+    database_url: str, data_dir: Path, *, log: Path, args: Sequence[str] = (), env: dict[str, str] | None = None
+) -> subprocess.Popen[bytes]:
+    """A `reflexa worker` process on the database (hashing embedder), writing to `log`."""
+    full_env = {
+        **os.environ,
+        "REFLEXA_DATABASE_URL": database_url,
+        "REFLEXA_DATA_DIR": str(data_dir),
+        "REFLEXA_EMBEDDING__BACKEND": "hashing",
+        **(env or {}),
+    }
+    out = open(log, "wb")  # noqa: SIM115 - handed to the child
+    command = [str(Path(sys.executable).with_name("reflexa")), "worker", *args]
+    return subprocess.Popen(command, env=full_env, stdout=out, stderr=subprocess.STDOUT)
 
 
 @pytest.fixture(scope="session")

@@ -32,7 +32,6 @@ It measures and reports; it asserts nothing about timings.
 
 from __future__ import annotations
 
-import argparse
 import functools
 import os
 import secrets
@@ -60,10 +59,11 @@ from bench.advantages.teacher import (
 )
 from bench.advantages.workload import CASES, Case, Shape, binary_body, request_body, rollouts, trajectory_tokens
 from bench.common.api import NAMESPACE, headers
+from bench.common.cli import reproduce_command, suite_parser
 from bench.common.cpu import CpuSample, CpuUse, wait_for_quiet
 from bench.common.databases import databases
 from bench.common.machine import MachineFacts
-from bench.common.output import add_out_option, progress, write_outputs
+from bench.common.output import progress, write_outputs
 from bench.common.processes import OFFLINE_ENV, server
 from migrations import upgrade
 
@@ -202,20 +202,17 @@ def run(cfg: Config, command: str, small: bool) -> Report:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.advantages", description=__doc__.split("\n\n")[0])
-    size = parser.add_mutually_exclusive_group()
-    size.add_argument("--quick", action="store_true", help="512 tokens per trajectory, 3 repetitions: seconds")
-    size.add_argument("--smoke", action="store_true", help="tiny: seconds, for tests/bench")
-    add_out_option(parser, SECTION, "The summary is always printed.")
+    parser = suite_parser(
+        "advantages",
+        __doc__,
+        SECTION,
+        quick="512 tokens per trajectory, 3 repetitions: seconds",
+        smoke="tiny: seconds, for tests/bench",
+        out="The summary is always printed.",
+    )
     args = parser.parse_args(argv)
     cfg = SMOKE if args.smoke else QUICK if args.quick else FULL
-    command = (
-        "python -m bench.advantages"
-        + (" --quick" if args.quick else "")
-        + (" --smoke" if args.smoke else "")
-        + "".join(f" --out {p}" for p in args.out if p.suffix == ".md")
-    )
-    report = run(cfg, command, args.quick or args.smoke)
+    report = run(cfg, reproduce_command(parser, args), args.quick or args.smoke)
     progress(f"  done in {report.wall_s / 60:.1f} min")
     markdown = render_markdown(report)
     write_outputs(args.out, SECTION, asdict(report), markdown)

@@ -35,7 +35,6 @@ It measures and reports; it asserts nothing about timings.
 
 from __future__ import annotations
 
-import argparse
 import os
 import random
 import statistics
@@ -50,9 +49,10 @@ import httpx
 import numpy as np
 
 from bench.common.api import headers
+from bench.common.cli import reproduce_command, suite_parser
 from bench.common.cpu import wait_for_quiet
 from bench.common.machine import MachineFacts
-from bench.common.output import add_out_option, progress, write_outputs
+from bench.common.output import progress, write_outputs
 from bench.common.processes import OFFLINE_ENV, embedder, server_env_overrides
 from bench.freshness.runs import (
     BacklogRun,
@@ -419,20 +419,17 @@ def _json_default(o: Any) -> Any:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.freshness", description=__doc__.split("\n\n")[0])
-    size = parser.add_mutually_exclusive_group()
-    size.add_argument("--quick", action="store_true", help="one round, one lag level: ~3 minutes")
-    size.add_argument("--smoke", action="store_true", help="5-step episodes, 3 s window: seconds, for tests/bench")
-    add_out_option(parser, SECTION, "The markdown is always printed.")
+    parser = suite_parser(
+        "freshness",
+        __doc__,
+        SECTION,
+        quick="one round, one lag level: ~3 minutes",
+        smoke="5-step episodes, 3 s window: seconds, for tests/bench",
+        out="The markdown is always printed.",
+    )
     args = parser.parse_args(argv)
     cfg = SMOKE if args.smoke else QUICK if args.quick else FULL
-    command = (
-        "python -m bench.freshness"
-        + (" --quick" if args.quick else "")
-        + (" --smoke" if args.smoke else "")
-        + "".join(f" --out {p}" for p in args.out if p.suffix == ".md")
-    )
-    rep = run(cfg, command, args.quick or args.smoke)
+    rep = run(cfg, reproduce_command(parser, args), args.quick or args.smoke)
     progress(f"done in {rep.wall_s / 60:.1f} min")
     write_outputs(args.out, SECTION, asdict(rep), render_markdown(rep), _json_default)
     print(render_markdown(rep))

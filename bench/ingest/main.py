@@ -51,11 +51,12 @@ from sqlalchemy.engine import make_url
 from bench.common import pyspy
 from bench.common.agent_states import environment_of, make_trajectory_steps, task_of
 from bench.common.api import NAMESPACE
+from bench.common.cli import reproduce_command, suite_parser
 from bench.common.cpu import BUSY_OTHER_PCT, CpuSample, CpuUse, wait_for_quiet
 from bench.common.databases import Databases, databases
 from bench.common.latency import percentile
 from bench.common.machine import MachineFacts
-from bench.common.output import add_out_option, write_outputs
+from bench.common.output import write_outputs
 from bench.common.processes import API_ONLY_ENV, server
 from migrations import upgrade
 from store.database import create_db_engine
@@ -616,12 +617,15 @@ def run(cfg: Config, backends: list[str], command: str, quick: bool, profile_dir
     return Report(command, quick, wall, asdict(cfg), machine, workload.step_bytes, deployments, floors)
 
 
-def _parse(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m bench.ingest", description=__doc__.split("\n\n")[0])
-    size = parser.add_mutually_exclusive_group()
-    size.add_argument("--quick", action="store_true", help="short windows: a smoke run of about a minute")
-    size.add_argument("--smoke", action="store_true", help="1 s windows, SQLite only: seconds, for tests/bench")
-    add_out_option(parser, SECTION, "Without it the markdown is printed.")
+def _parse(argv: list[str] | None) -> tuple[argparse.ArgumentParser, argparse.Namespace]:
+    parser = suite_parser(
+        "ingest",
+        __doc__,
+        SECTION,
+        quick="short windows: a smoke run of about a minute",
+        smoke="1 s windows, SQLite only: seconds, for tests/bench",
+        out="Without it the markdown is printed.",
+    )
     parser.add_argument(
         "--patience",
         type=float,
@@ -646,19 +650,13 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
         parser.error("--profile perturbs the numbers; it only writes .json results, not markdown")
     if args.profile and not pyspy.available():
         parser.error("--profile needs py-spy on PATH (pip install py-spy)")
-    return args
+    return parser, args
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parse(argv)
+    parser, args = _parse(argv)
     backends = args.backend or (["sqlite"] if args.smoke else ["sqlite", "postgres"])
-    command = (
-        "python -m bench.ingest"
-        + (" --quick" if args.quick else "")
-        + (" --smoke" if args.smoke else "")
-        + "".join(f" --backend {b}" for b in args.backend or [])
-        + "".join(f" --out {p}" for p in args.out if p.suffix == ".md")
-    )
+    command = reproduce_command(parser, args, *(f" --backend {b}" for b in args.backend or []))
     if args.profile:
         args.profile.mkdir(parents=True, exist_ok=True)
     cfg = SMOKE if args.smoke else QUICK if args.quick else FULL

@@ -27,9 +27,10 @@ from importlib import metadata
 from pathlib import Path
 
 from bench.common import plots
+from bench.common.cli import suite_parser
 from bench.common.databases import databases
 from bench.common.machine import MachineFacts
-from bench.common.output import add_out_option, progress, write_section
+from bench.common.output import progress, write_section
 from bench.common.processes import OFFLINE_ENV
 from bench.reflect.drain import Setup, ingest_backlog, run_drains
 from bench.reflect.floor import raw_floor
@@ -126,10 +127,14 @@ def run(cfg: Config, backends: list[str], command: str, skip_lag: bool) -> Repor
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m bench.reflect", description=__doc__.split("\n\n")[0])
-    size = parser.add_mutually_exclusive_group()
-    size.add_argument("--quick", action="store_true", help="200 trajectories, short lag windows: a smoke run")
-    size.add_argument("--smoke", action="store_true", help="24 trajectories, 1 setup, SQLite: tests/bench")
+    parser = suite_parser(
+        "reflect",
+        __doc__,
+        SECTION,
+        quick="200 trajectories, short lag windows: a smoke run",
+        smoke="24 trajectories, 1 setup, SQLite: tests/bench",
+        out="Plots are written next to the markdown; without one it is printed.",
+    )
     parser.add_argument("--trajectories", type=int, help="backlog size (default 10000; quick 200)")
     parser.add_argument("--tasks", type=int, help="distinct tasks (default 300)")
     parser.add_argument("--environments", type=int, help="distinct environments (default 20)")
@@ -137,7 +142,6 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--setups", help="worker setups, PROCESSESxCONCURRENCY, comma-separated (default 1x1,1x2,2x1)")
     parser.add_argument("--lag-window", type=float, help="seconds per load rate (default 60)")
     parser.add_argument("--skip-lag", action="store_true", help="drains and floor only")
-    add_out_option(parser, SECTION, "Plots are written next to the markdown; without one it is printed.")
     return parser.parse_args(argv)
 
 

@@ -21,7 +21,6 @@ It measures and reports; it asserts nothing about timings.
 
 from __future__ import annotations
 
-import argparse
 import re
 import sys
 import tempfile
@@ -33,10 +32,11 @@ from typing import Any
 
 import httpx
 
+from bench.common.cli import reproduce_command, suite_parser
 from bench.common.databases import databases
 from bench.common.latency import Latency
 from bench.common.machine import MachineFacts
-from bench.common.output import add_out_option, progress, write_outputs
+from bench.common.output import progress, write_outputs
 from bench.common.processes import server, share_models
 
 SECTION = "ui"
@@ -387,21 +387,19 @@ def render_markdown(r: Report) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.ui", description=__doc__.split("\n\n")[0])
-    size = parser.add_mutually_exclusive_group()
-    size.add_argument("--quick", action="store_true", help="100k steps, 10k reflections")
-    size.add_argument("--smoke", action="store_true", help="tiny: seconds, for tests/bench")
+    parser = suite_parser(
+        "ui",
+        __doc__,
+        SECTION,
+        quick="100k steps, 10k reflections",
+        smoke="tiny: seconds, for tests/bench",
+        out="The table is always printed.",
+    )
     parser.add_argument("--backend", choices=("sqlite", "postgres"), default="sqlite")
-    add_out_option(parser, SECTION, "The table is always printed.")
     args = parser.parse_args(argv)
     cfg = SMOKE if args.smoke else QUICK if args.quick else FULL
-    command = (
-        "python -m bench.ui"
-        + (" --quick" if args.quick else " --smoke" if args.smoke else "")
-        + (f" --backend {args.backend}" if args.backend != "sqlite" else "")
-        + "".join(f" --out {p}" for p in args.out if p.suffix == ".md")
-    )
-    report = run(cfg, args.backend, command)
+    backend = f" --backend {args.backend}" if args.backend != "sqlite" else ""
+    report = run(cfg, args.backend, reproduce_command(parser, args, backend))
     markdown = render_markdown(report)
     write_outputs(args.out, SECTION, asdict(report), markdown)
     print(markdown)

@@ -23,7 +23,6 @@ It measures and reports; it asserts nothing about timings.
 
 from __future__ import annotations
 
-import argparse
 import os
 import secrets
 import sys
@@ -38,9 +37,10 @@ from reflexa import Client
 from reflexa.binary_advantages import ArrayAdvantages
 from reflexa.integrations import verl_advantages as va
 
+from bench.common.cli import reproduce_command, suite_parser
 from bench.common.databases import databases
 from bench.common.machine import MachineFacts
-from bench.common.output import add_out_option, progress, write_outputs
+from bench.common.output import progress, write_outputs
 from bench.common.processes import OFFLINE_ENV, server
 from bench.verl_advantages.floor import floor
 from bench.verl_advantages.workload import Shape, VerlBatch, verl_batch
@@ -236,20 +236,17 @@ def render_markdown(report: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.verl_advantages", description=__doc__.split("\n\n")[0])
-    size = parser.add_mutually_exclusive_group()
-    size.add_argument("--quick", action="store_true", help="32 prompts × 8 × 1,024: seconds")
-    size.add_argument("--smoke", action="store_true", help="tiny: seconds, for tests/bench")
-    add_out_option(parser, SECTION, "The summary is always printed.")
+    parser = suite_parser(
+        "verl_advantages",
+        __doc__,
+        SECTION,
+        quick="32 prompts × 8 × 1,024: seconds",
+        smoke="tiny: seconds, for tests/bench",
+        out="The summary is always printed.",
+    )
     args = parser.parse_args(argv)
     cfg = SMOKE if args.smoke else QUICK if args.quick else FULL
-    command = (
-        "python -m bench.verl_advantages"
-        + (" --quick" if args.quick else "")
-        + (" --smoke" if args.smoke else "")
-        + "".join(f" --out {p}" for p in args.out if p.suffix == ".md")
-    )
-    report = run(cfg, command)
+    report = run(cfg, reproduce_command(parser, args))
     markdown = render_markdown(report)
     write_outputs(args.out, SECTION, report, markdown)
     print(markdown)

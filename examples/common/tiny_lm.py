@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
+from typing import Any
 
 import torch
 from tokenizers import Tokenizer, normalizers, pre_tokenizers, processors
@@ -58,22 +59,27 @@ def word_tokenizer(tokens: Sequence[str]) -> Tokenizer:
     return tokenizer
 
 
-def tiny_llama(vocab_size: int, seed: int, *, width: int = 32, layers: int = 2) -> LlamaForCausalLM:
-    """A randomly initialised Llama of `layers` layers of width `width`, from a fixed seed."""
-    torch.manual_seed(seed)
-    config = LlamaConfig(
-        vocab_size=vocab_size,
-        hidden_size=width,
-        intermediate_size=2 * width,
-        num_hidden_layers=layers,
-        num_attention_heads=2,
-        num_key_value_heads=2,
-        max_position_embeddings=2048,
-        pad_token_id=0,
-        bos_token_id=1,
-        eos_token_id=None,
+def tiny_llama(
+    vocab_size: int, seed: int | None, *, width: int = 32, layers: int = 2, positions: int = 2048, **config: Any
+) -> LlamaForCausalLM:
+    """A randomly initialised Llama of `layers` layers of width `width`, for `positions`
+    tokens at most, from a fixed seed (None: torch's generator as it stands). `config`:
+    other LlamaConfig fields, over [PAD] 0, [BOS] 1 and no end token (`vocabulary`'s)."""
+    if seed is not None:
+        torch.manual_seed(seed)
+    special = {"pad_token_id": 0, "bos_token_id": 1, "eos_token_id": None}
+    return LlamaForCausalLM(
+        LlamaConfig(
+            vocab_size=vocab_size,
+            hidden_size=width,
+            intermediate_size=2 * width,
+            num_hidden_layers=layers,
+            num_attention_heads=2,
+            num_key_value_heads=2,
+            max_position_embeddings=positions,
+            **{**special, **config},
+        )
     )
-    return LlamaForCausalLM(config)
 
 
 class ActionPolicy:

@@ -5,10 +5,10 @@ from __future__ import annotations
 from fastapi import APIRouter
 from starlette.concurrency import run_in_threadpool
 
-from domain.schemas import ErrorResponse
 from service.check.schemas import CheckRequest, CheckResponse
 from service.deps import PrincipalDep, ServicesDep
 from service.params import Ns
+from service.responses import CONSISTENCY_TIMEOUT
 
 router = APIRouter(prefix="/v1/namespaces/{ns}", tags=["check"])
 
@@ -17,7 +17,7 @@ router = APIRouter(prefix="/v1/namespaces/{ns}", tags=["check"])
     "/check",
     response_model=CheckResponse,
     operation_id="check_action",
-    responses={504: {"model": ErrorResponse, "description": "consistency_token not searchable within wait_timeout_ms"}},
+    responses=CONSISTENCY_TIMEOUT,
 )
 async def check_action(ns: Ns, body: CheckRequest, principal: PrincipalDep, services: ServicesDep) -> CheckResponse:
     """Before acting: how often this action failed in states like this one (a rate with

@@ -164,17 +164,7 @@ def list_earlier_attempts(
         exclude_ids=tuple(sorted(set(exclude_ids))),
         exclude_group_ids=tuple(sorted(set(exclude_group_ids))),
     )
-    rows = reader.read_trajectories(
-        session,
-        namespace,
-        snapshot_pk,
-        where,
-        columns=reader.record_columns(TrajectoryRecord),
-        before_pk=before_pk,
-        newest_first=True,
-        limit=limit,
-    )
-    return [TrajectoryRecord(**row) for row in rows]
+    return _newest_records(session, namespace, snapshot_pk, where, before_pk=before_pk, limit=limit)
 
 
 def list_successes(
@@ -183,12 +173,26 @@ def list_successes(
     """The task's closed successful trajectories (as the snapshot saw them), newest
     first, at most `limit`."""
     where = TrajectoryFilter(task_hash=hash_task(task), task=task, status="closed", success=True)
+    return _newest_records(session, namespace, snapshot_pk, where, limit=limit)
+
+
+def _newest_records(
+    session: Session,
+    namespace: str,
+    snapshot_pk: int | None,
+    where: TrajectoryFilter,
+    *,
+    before_pk: int | None = None,
+    limit: int,
+) -> list[TrajectoryRecord]:
+    """The trajectories matching `where` (stored before `before_pk`: None, any), newest first."""
     rows = reader.read_trajectories(
         session,
         namespace,
         snapshot_pk,
         where,
         columns=reader.record_columns(TrajectoryRecord),
+        before_pk=before_pk,
         newest_first=True,
         limit=limit,
     )

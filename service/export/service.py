@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from itertools import islice
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from sqlalchemy.orm import Session
+
 from domain.contexts.templates import load_template
 from domain.errors import InvalidInput
 from domain.hashing import task_hash
@@ -207,24 +209,30 @@ class ExportService:
 
     # -- batched reads ---------------------------------------------------------------
 
-    def _trajectory_batches(self, source: _Source, filters: TrajectoryFilter) -> Iterator[list[Row]]:
-        """Matching trajectories, a keyset batch per read unit."""
-        after: int | None = None
+    def _keyset_batches(
+        self, read: Callable[[Session, Any, int], list[T]], limit: int, key: Callable[[T], Any]
+    ) -> Iterator[list[T]]:
+        """`read(session, after, limit)` batch by batch, each in a read unit of its own
+        and after the `key` of the batch before, until one comes back short."""
+        after: Any = None
         while True:
             with self.db.read() as session:
-                batch = reader.read_trajectories(
-                    session,
-                    source.namespace,
-                    source.snapshot_pk,
-                    filters,
-                    after_pk=after,
-                    limit=self.batch_trajectories,
-                )
+                batch = read(session, after, limit)
             if batch:
                 yield batch
-            if len(batch) < self.batch_trajectories:
+            if len(batch) < limit:
                 return
-            after = batch[-1]["pk"]
+            after = key(batch[-1])
+
+    def _trajectory_batches(self, source: _Source, filters: TrajectoryFilter) -> Iterator[list[Row]]:
+        """Matching trajectories, a keyset batch per read unit."""
+        return self._keyset_batches(
+            lambda session, after, limit: reader.read_trajectories(
+                session, source.namespace, source.snapshot_pk, filters, after_pk=after, limit=limit
+            ),
+            self.batch_trajectories,
+            lambda row: row["pk"],
+        )
 
     def _steps(
         self, source: _Source, pks: Sequence[int], columns: tuple[str, ...] = EXPORTED_STEP_COLUMNS
@@ -310,21 +318,14 @@ class ExportService:
                             )
 
     def _tasks(self, source: _Source, filters: TrajectoryFilter) -> Iterator[str]:
-        after: str | None = None
-        while True:
-            with self.db.read() as session:
-                batch = repo.read_contrasted_tasks(
-                    session,
-                    source.namespace,
-                    source.snapshot_pk,
-                    filters,
-                    after_task_hash=after,
-                    limit=self.batch_tasks,
-                )
+        for batch in self._keyset_batches(
+            lambda session, after, limit: repo.read_contrasted_tasks(
+                session, source.namespace, source.snapshot_pk, filters, after_task_hash=after, limit=limit
+            ),
+            self.batch_tasks,
+            lambda task_hash: task_hash,
+        ):
             yield from batch
-            if len(batch) < self.batch_tasks:
-                return
-            after = batch[-1]
 
     def _preference_rows(
         self, source: _Source, filters: TrajectoryFilter, *, cap: int, hints: bool

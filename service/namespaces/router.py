@@ -7,6 +7,7 @@ from fastapi import APIRouter, Response
 from service.deps import PrincipalDep, ServicesDep
 from service.namespaces.schemas import NamespaceCreate, NamespacePage, NamespaceRead
 from service.params import Ns
+from service.responses import created_or_replayed, replay_response
 
 router = APIRouter(prefix="/v1/namespaces", tags=["namespaces"])
 
@@ -16,18 +17,13 @@ router = APIRouter(prefix="/v1/namespaces", tags=["namespaces"])
     status_code=201,
     response_model=NamespaceRead,
     operation_id="create_namespace",
-    responses={
-        200: {"model": NamespaceRead, "description": "an identical request was already applied (idempotent replay)"}
-    },
+    responses=replay_response(NamespaceRead),
 )
 def create_namespace(
     body: NamespaceCreate, principal: PrincipalDep, services: ServicesDep, response: Response
 ) -> NamespaceRead:
     """Create a namespace (admin). Repeating an identical request answers 200."""
-    ns, created = services.namespaces.create(principal, body)
-    if not created:
-        response.status_code = 200
-    return ns
+    return created_or_replayed(services.namespaces.create(principal, body), response)
 
 
 @router.get("", response_model=NamespacePage, operation_id="list_namespaces")

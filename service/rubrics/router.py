@@ -7,11 +7,12 @@ import logging
 import re
 from typing import Annotated
 
-from fastapi import APIRouter, Path, Response, status
+from fastapi import APIRouter, Path, Response
 
 from domain.schemas import ID_PATTERN
 from service.deps import PageLimit, PrincipalDep, ServicesDep
 from service.params import Ns
+from service.responses import created_or_replayed, replay_response
 from service.rubrics import openrlhf
 from service.rubrics.schemas import (
     CapabilityCreate,
@@ -65,9 +66,7 @@ redact_access_log()
     response_model=RubricRead,
     status_code=201,
     operation_id="create_rubric",
-    responses={
-        200: {"model": RubricRead, "description": "an identical request was already applied (idempotent replay)"}
-    },
+    responses=replay_response(RubricRead),
 )
 def create_rubric(
     ns: Ns, body: RubricCreate, principal: PrincipalDep, services: ServicesDep, response: Response
@@ -75,10 +74,7 @@ def create_rubric(
     """A rubric (a reflection of kind rubric) with a client-supplied id; the criteria
     are checked (422 naming `criteria[i].<field>` and the rule). The same body again
     is a replay (200); another body under that id is a 409."""
-    rubric, created = services.rubrics.create(principal, ns, body)
-    if not created:
-        response.status_code = status.HTTP_200_OK
-    return rubric
+    return created_or_replayed(services.rubrics.create(principal, ns, body), response)
 
 
 @router.get(_RUBRICS + "/{id}", response_model=RubricRead, operation_id="get_rubric")

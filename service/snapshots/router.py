@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Response, status
+from fastapi import APIRouter, Response
 
 from service.deps import PageLimit, PrincipalDep, ServicesDep
 from service.params import Ns
+from service.responses import created_or_replayed, replay_response
 from service.snapshots.schemas import FreezeRead, SnapshotCreate, SnapshotPage, SnapshotRead
 
 router = APIRouter(prefix="/v1/namespaces/{ns}", tags=["snapshots"])
@@ -16,19 +17,14 @@ router = APIRouter(prefix="/v1/namespaces/{ns}", tags=["snapshots"])
     response_model=SnapshotRead,
     status_code=201,
     operation_id="create_snapshot",
-    responses={
-        200: {"model": SnapshotRead, "description": "an identical request was already applied (idempotent replay)"}
-    },
+    responses=replay_response(SnapshotRead),
 )
 def create_snapshot(
     ns: Ns, body: SnapshotCreate, principal: PrincipalDep, services: ServicesDep, response: Response
 ) -> SnapshotRead:
     """Pin memory now: every trainer read and retrieve given `snapshot` answers the
     same from then on. A retry with the same id and body is a replay (200)."""
-    snap, created = services.snapshots.create(principal, ns, body)
-    if not created:
-        response.status_code = status.HTTP_200_OK
-    return snap
+    return created_or_replayed(services.snapshots.create(principal, ns, body), response)
 
 
 @router.get("/snapshots", response_model=SnapshotPage, operation_id="list_snapshots")

@@ -12,6 +12,7 @@ from domain.hashing import task_hash
 from domain.schemas import ErrorResponse
 from service.deps import PageLimit, PrincipalDep, ServicesDep
 from service.params import Ns, TrajectoryId
+from service.responses import REPLAYED, created_or_replayed
 from service.trajectories.schemas import (
     BatchWritten,
     OutcomeCreate,
@@ -31,7 +32,7 @@ router = APIRouter(prefix="/v1/namespaces/{ns}/trajectories", tags=["trajectorie
 TOKEN_HEADER = "X-Reflexa-Consistency-Token"
 
 WRITE_RESPONSES = {
-    200: {"description": "an identical request was already applied (idempotent replay)"},
+    200: {"description": REPLAYED},
     409: {"model": ErrorResponse, "description": "the id exists with a different body, or the trajectory is closed"},
     422: {"model": ErrorResponse, "description": "invalid input; the error names the field and the rule"},
 }
@@ -48,8 +49,7 @@ def create_trajectory(
     ns: Ns, body: TrajectoryCreate, principal: PrincipalDep, services: ServicesDep, response: Response
 ) -> TrajectoryWritten:
     """Store one trajectory (steps and outcome optional), durably, before answering."""
-    written, created = services.trajectories.create(principal, ns, body)
-    response.status_code = 201 if created else 200
+    written = created_or_replayed(services.trajectories.create(principal, ns, body), response)
     response.headers[TOKEN_HEADER] = written.consistency_token
     return written
 
@@ -67,8 +67,7 @@ def create_trajectories_batch(
     """Store many trajectories (e.g. a rollout group) atomically: all are stored, or
     none and the error names the item (`trajectories[3].steps[2].state.observation`).
     Items identical to stored ones count as replays (`created: false`)."""
-    written, any_created = services.trajectories.create_batch(principal, ns, body.trajectories)
-    response.status_code = 201 if any_created else 200
+    written = created_or_replayed(services.trajectories.create_batch(principal, ns, body.trajectories), response)
     response.headers[TOKEN_HEADER] = written.consistency_token
     return written
 

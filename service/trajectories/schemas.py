@@ -92,7 +92,9 @@ class StateRead(ResponseModel):
     data: JSONObject | None = None
 
 
-class StepRead(ResponseModel):
+class StepFields(ResponseModel):
+    # What a step says, as every answer that shows steps gives it (a base, not itself
+    # in the OpenAPI document).
     index: int
     state: StateRead
     internal_state: str | None = None
@@ -100,6 +102,9 @@ class StepRead(ResponseModel):
     result: str | None = None
     error: str | None = None
     reward: float | None = None
+
+
+class StepRead(StepFields):
     done: bool = False
     truncated: bool = False
     caused_failure: bool = False

@@ -4,7 +4,6 @@ token; sessions expire, end on sign-out, and end with their key's revocation."""
 
 from __future__ import annotations
 
-import hashlib
 import hmac
 import secrets
 from dataclasses import dataclass
@@ -13,17 +12,13 @@ from datetime import timedelta
 from sqlalchemy.orm import Session
 
 from domain.errors import Forbidden, Unauthorized
-from service.auth import Principal
+from service.auth import Principal, hash_key  # a cookie is stored hashed as a key is
 from service.keys.service import KeyService
 from store import ui_sessions as repo
 from store.database import Database
 from store.models import utcnow
 
 SIGN_IN_ROLES = frozenset({"operator", "admin"})
-
-
-def _digest(secret: str) -> str:
-    return hashlib.sha256(secret.encode("utf-8")).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -64,14 +59,14 @@ class UiSessionService:
         def work(session: Session) -> None:
             repo.create_session(
                 session,
-                secret_hash=_digest(cookie),
+                secret_hash=hash_key(cookie),
                 key_id=principal.key_id,
                 csrf_token=csrf,
                 expires_at=utcnow() + self.lifetime,
             )
 
         self.db.run_write(work)
-        return cookie, UiSession(principal, csrf, _digest(cookie))
+        return cookie, UiSession(principal, csrf, hash_key(cookie))
 
     def read(self, cookie: str | None) -> UiSession | None:
         """The live session of a cookie: unexpired, not ended, its key not revoked and
@@ -79,7 +74,7 @@ class UiSessionService:
         revocation on any replica takes effect at once."""
         if not cookie or len(cookie) > 200:
             return None
-        digest = _digest(cookie)
+        digest = hash_key(cookie)
         with self.db.read() as session:
             found = repo.read_live_session(session, digest)
         if found is None:

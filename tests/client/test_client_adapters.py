@@ -422,7 +422,9 @@ def tiny_model_and_tokenizer() -> tuple[Any, Any]:
     offline from a config (no download)."""
     from tokenizers import Tokenizer, pre_tokenizers
     from tokenizers.models import WordLevel
-    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+    from transformers import PreTrainedTokenizerFast
+
+    from examples.common.tiny_lm import tiny_llama
 
     words = [
         "what",
@@ -453,19 +455,8 @@ def tiny_model_and_tokenizer() -> tuple[Any, Any]:
     tokenizer = PreTrainedTokenizerFast(
         tokenizer_object=backend, pad_token="<pad>", eos_token="<eos>", unk_token="<unk>"
     )
-    config = LlamaConfig(
-        vocab_size=len(vocab),
-        hidden_size=16,
-        intermediate_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        num_key_value_heads=2,
-        max_position_embeddings=64,
-        pad_token_id=0,
-        bos_token_id=1,
-        eos_token_id=1,
-    )
-    return LlamaForCausalLM(config), tokenizer
+    model = tiny_llama(len(vocab), None, width=16, layers=2, positions=64, eos_token_id=1)
+    return model, tokenizer
 
 
 @pytest.mark.slow

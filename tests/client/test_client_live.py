@@ -7,9 +7,7 @@ from __future__ import annotations
 
 import inspect
 import json
-import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any, get_args
@@ -19,7 +17,7 @@ import pytest
 from reflexa import AsyncClient, Client, cli, errors, models
 from reflexa import _operations as operations
 
-from tests.conftest import start_server
+from tests.conftest import start_server, start_worker
 from tests.factories import unique
 
 STEP = {"state": {"observation": "a room with a door"}, "action": "open door", "reward": 0.0}
@@ -112,29 +110,20 @@ def test_a_rotated_key_works_through_its_grace_period_then_not(admin: Client, li
 
 def test_trajectory_lifecycle(admin: Client, namespace: str) -> None:
     trajectory_id = unique("t")
-    first = admin.create_trajectory(
-        namespace,
-        id=trajectory_id,
-        task="open the door",
-        environment="house",
-        agent="bot",
-        policy_version="v1",
-        metadata={"seed": 1},
-        steps=steps(2),
-    )
+    body: dict[str, Any] = {
+        "id": trajectory_id,
+        "task": "open the door",
+        "environment": "house",
+        "agent": "bot",
+        "policy_version": "v1",
+        "metadata": {"seed": 1},
+        "steps": steps(2),
+    }
+    first = admin.create_trajectory(namespace, **body)
     assert (first.id, first.status, first.step_count) == (trajectory_id, "open", 2)
     assert first.consistency_token
 
-    replay = admin.create_trajectory(
-        namespace,
-        id=trajectory_id,
-        task="open the door",
-        environment="house",
-        agent="bot",
-        policy_version="v1",
-        metadata={"seed": 1},
-        steps=steps(2),
-    )
+    replay = admin.create_trajectory(namespace, **body)
     assert replay.id == first.id and replay.created_at == first.created_at
     with pytest.raises(errors.Conflict) as conflict:
         admin.create_trajectory(namespace, id=trajectory_id, task="something else")
@@ -408,17 +397,7 @@ def test_consistency_timeouts_with_the_worker_stopped(tmp_path: Path) -> None:
             pending = client.session_token()
             assert pending and pending != written.consistency_token  # the episode's write joined it
 
-            worker = subprocess.Popen(
-                [str(Path(sys.executable).with_name("reflexa")), "worker"],
-                env={
-                    **os.environ,
-                    "REFLEXA_DATABASE_URL": database_url,
-                    "REFLEXA_DATA_DIR": str(tmp_path / "worker"),
-                    "REFLEXA_EMBEDDING__BACKEND": "hashing",
-                },
-                stdout=open(tmp_path / "worker.log", "wb"),  # noqa: SIM115 - handed to the child
-                stderr=subprocess.STDOUT,
-            )
+            worker = start_worker(database_url, tmp_path / "worker", log=tmp_path / "worker.log")
             result = client.retrieve(None, "a lighthouse on a cliff", wait_timeout_ms=60_000)
             assert result.items[0].evidence[0].trajectory_id == ep.id
             assert client.session_token() is None

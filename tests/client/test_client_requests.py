@@ -3,6 +3,7 @@ send, and how it reads answers — checked against recorded requests, no server.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -71,6 +72,32 @@ def test_invalid_input_is_refused_before_sending_naming_the_field(
 ) -> None:
     with pytest.raises(errors.InvalidInput) as caught:
         make_client().create_trajectory(task="t", steps=steps)
+    assert caught.value.field == field
+    assert fake.calls == []
+
+
+GROUP = {"group_id": "g", "trajectories": [{"id": "a", "reward": 1.0}]}
+
+
+@pytest.mark.parametrize(
+    ("call", "field", "kind"),
+    [
+        (lambda c: c.distill_contexts(None, "t1"), "trajectories", "str"),
+        (lambda c: c.distill_contexts(None, ["t1"], {"kind": "memory"}), "teachers", "dict"),
+        (lambda c: c.distill_prefixes(None, step=0, schedule={}, tasks="a task"), "tasks", "str"),
+        (lambda c: c.distill_prefixes(None, step=0, schedule={}, trajectories={"id": "t1"}), "trajectories", "dict"),
+        (lambda c: c.teacher_logprobs(None, {"continuation": "x"}), "items", "dict"),
+        (lambda c: c.distill_advantages("grpo", GROUP), "groups", "dict"),
+        (lambda c: c.distill_advantages_arrays("grpo", GROUP), "groups", "dict"),
+        (lambda c: c.distill_advantages_batched("grpo", GROUP), "groups", "dict"),
+        (lambda c: c.score_rubric_batch(None, "r", {"trajectory_id": "t1"}), "items", "dict"),
+    ],
+)
+def test_a_lone_item_where_a_list_belongs_is_refused(
+    fake: FakeReflexa, make_client: MakeClient, call: Callable[[Client], Any], field: str, kind: str
+) -> None:
+    with pytest.raises(errors.InvalidInput, match=f"{field} must be a list, not one {kind}") as caught:
+        call(make_client())
     assert caught.value.field == field
     assert fake.calls == []
 

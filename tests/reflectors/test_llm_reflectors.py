@@ -7,7 +7,6 @@ rate limits, timeouts, 5xx storms, budgets) and idempotent re-runs."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -40,30 +39,6 @@ DOOR_OTHER = (
     "Take the key first, then unlock the door instead of pushing it.",
 )  # cosine ~0.68 to DOOR: a neighbour for pool maintenance, not a duplicate
 SEARCH = ("A search returns no results for a long query.", "Remove the least important word and search again.")
-
-
-@pytest.fixture
-def llm_overrides() -> dict[str, Any]:
-    """LLM settings a test changes (parametrize this name to override)."""
-    return {}
-
-
-@pytest.fixture
-def api_llm(
-    database_url: str, tmp_path: Path, scripted_llm: ScriptedLLM, llm_overrides: dict[str, Any]
-) -> Iterator[TestClient]:
-    """The app on each engine with an LLM configured: the scripted server."""
-    llm = {
-        "base_url": scripted_llm.url,
-        "model": "reflector-model",
-        "api_key": "sk-test",
-        "timeout_seconds": 10.0,
-        "max_retries": 0,
-        **llm_overrides,
-    }
-    app = create_app(make_settings(database_url, tmp_path, llm=llm))
-    with TestClient(app, headers={"Authorization": f"Bearer {ADMIN_KEY}"}) as client:
-        yield client
 
 
 def make_ns(api: TestClient, **llm: Any) -> None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -16,26 +15,22 @@ from sqlalchemy import func, select
 from service.settings import Settings
 from store.database import Database
 from store.models import Job, Reflection, ReflectionEvidence, Step
-from tests.conftest import ADMIN_KEY, make_settings
+from tests.conftest import ADMIN_KEY, make_settings, start_worker
 from tests.factories import step
 from tests.fixtures import create_namespace
 
-REFLEXA = str(Path(sys.executable).with_name("reflexa"))
 EPISODES = 60
 STEPS = 12
 
 
 def _worker(database_url: str, tmp_path: Path, name: str) -> subprocess.Popen[bytes]:
-    env = {
-        **os.environ,
-        "REFLEXA_DATABASE_URL": database_url,
-        "REFLEXA_DATA_DIR": str(tmp_path / name),
-        "REFLEXA_EMBEDDING__BACKEND": "hashing",
-        "REFLEXA_WORKER__LEASE_SECONDS": "3",
-        "REFLEXA_WORKER__POLL_INTERVAL_MS": "20",
-    }
-    log = open(tmp_path / f"{name}.log", "wb")  # noqa: SIM115 - handed to the child
-    return subprocess.Popen([REFLEXA, "worker", "--concurrency", "2"], env=env, stdout=log, stderr=subprocess.STDOUT)
+    return start_worker(
+        database_url,
+        tmp_path / name,
+        log=tmp_path / f"{name}.log",
+        args=["--concurrency", "2"],
+        env={"REFLEXA_WORKER__LEASE_SECONDS": "3", "REFLEXA_WORKER__POLL_INTERVAL_MS": "20"},
+    )
 
 
 def _ingest(settings: Settings) -> None:

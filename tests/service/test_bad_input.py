@@ -10,11 +10,10 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import func, select
 
-from service.app import create_app
 from service.settings import Limits, Settings
 from store.database import Database
 from store.models import Job, Step, Trajectory
-from tests.conftest import ADMIN_KEY, make_settings
+from tests.conftest import admin_api, make_settings
 from tests.factories import step
 from tests.fixtures import create_namespace, post_trajectory
 
@@ -170,13 +169,13 @@ def test_invalid_utf8_and_invalid_json(api: TestClient) -> None:
     assert r.status_code == 422 and r.json()["error"]["field"] == "steps[0].reward"
 
 
+def limited_api(database_url: str, tmp_path: Any, **limits: Any) -> TestClient:
+    """The app as admin, under `limits`."""
+    return admin_api(make_settings(database_url, tmp_path, limits=Limits(**limits)))
+
+
 def test_body_over_the_limit_is_413_before_parsing(database_url: str, tmp_path: Any) -> None:
-    settings = make_settings(
-        database_url,
-        tmp_path,
-        limits=Limits(max_body_bytes=10_000),
-    )
-    with TestClient(create_app(settings), headers={"Authorization": f"Bearer {ADMIN_KEY}"}) as c:
+    with limited_api(database_url, tmp_path, max_body_bytes=10_000) as c:
         create_namespace(c, "proj")
         r = c.post(f"{NS}/trajectories", json={"task": "x" * 20_000})
         assert r.status_code == 413
@@ -196,12 +195,7 @@ def test_body_over_the_limit_is_413_before_parsing(database_url: str, tmp_path: 
 
 
 def test_trajectory_step_cap(database_url: str, tmp_path: Any) -> None:
-    settings = make_settings(
-        database_url,
-        tmp_path,
-        limits=Limits(max_steps_per_trajectory=3),
-    )
-    with TestClient(create_app(settings), headers={"Authorization": f"Bearer {ADMIN_KEY}"}) as c:
+    with limited_api(database_url, tmp_path, max_steps_per_trajectory=3) as c:
         create_namespace(c, "proj")
         post_trajectory(c, "proj", "t", steps=[OK_STEP] * 2)
         r = c.post(f"{NS}/trajectories/t/steps", json={"steps": [OK_STEP] * 2})

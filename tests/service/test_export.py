@@ -338,34 +338,24 @@ def test_preference_rows(world: TestClient) -> None:
         {"role": "system", "content": KEY_TASK},
         {"role": "user", "content": 'a hall\n\nState data: {"room":"hall"}'},
     ]
+
+    def against(rejected: str, rejected_step: int) -> dict[str, Any]:
+        return {
+            "prompt": prompt,
+            "chosen": [{"role": "assistant", "content": "go north"}],
+            "rejected": [{"role": "assistant", "content": rejected}],
+            "state": {"observation": "a hall", "data": HALL},
+            "chosen_trajectory_id": "w1",
+            "chosen_step": 0,
+            "rejected_trajectory_id": "l1",
+            "rejected_step": rejected_step,
+            "hint": HINT,
+            "hint_id": "h1",
+        }
+
     # One matched state ("a hall" with the same data): w1's "go north" (r1's is the
     # same action) against l1's two actions, the step that caused the failure first.
-    assert rows == [
-        {
-            "prompt": prompt,
-            "chosen": [{"role": "assistant", "content": "go north"}],
-            "rejected": [{"role": "assistant", "content": "go south"}],
-            "state": {"observation": "a hall", "data": HALL},
-            "chosen_trajectory_id": "w1",
-            "chosen_step": 0,
-            "rejected_trajectory_id": "l1",
-            "rejected_step": 1,
-            "hint": HINT,
-            "hint_id": "h1",
-        },
-        {
-            "prompt": prompt,
-            "chosen": [{"role": "assistant", "content": "go north"}],
-            "rejected": [{"role": "assistant", "content": "look"}],
-            "state": {"observation": "a hall", "data": HALL},
-            "chosen_trajectory_id": "w1",
-            "chosen_step": 0,
-            "rejected_trajectory_id": "l1",
-            "rejected_step": 0,
-            "hint": HINT,
-            "hint_id": "h1",
-        },
-    ]
+    assert rows == [against("go south", 1), against("look", 0)]
     assert jsonl(world, "preferences", max_pairs_per_state=1) == rows[:1]
     hinted = jsonl(world, "preferences", hints="true")
     assert hinted[0]["prompt"][0] == {"role": "system", "content": f"{KEY_TASK}\n\nHint: {HINT}"}
@@ -555,20 +545,12 @@ def test_trl_data_utilities_accept_sft_and_preferences(world: TestClient, tmp_pa
 def test_trl_trainers_take_a_step_on_the_exports(world: TestClient, tmp_path: Path) -> None:
     """SFTTrainer and DPOTrainer prepare and train one step on the parquet exports
     with a tiny randomly initialised model (no download)."""
-    from transformers import LlamaConfig, LlamaForCausalLM
     from trl import DPOConfig, DPOTrainer, SFTConfig, SFTTrainer
 
+    from examples.common.tiny_lm import tiny_llama
+
     tok = tiny_tokenizer()
-    config = LlamaConfig(
-        vocab_size=len(tok),
-        hidden_size=16,
-        intermediate_size=32,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        num_key_value_heads=2,
-        max_position_embeddings=512,
-    )
-    model = LlamaForCausalLM(config)
+    model = tiny_llama(len(tok), None, width=16, layers=1, positions=512, pad_token_id=None, eos_token_id=2)
     common = {"output_dir": str(tmp_path / "out"), "max_steps": 1, "per_device_train_batch_size": 2}
     common |= {"report_to": [], "use_cpu": True, "save_strategy": "no"}
 

@@ -4,17 +4,13 @@ token, within the sync interval without one), and deletes disappear on both."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import httpx
 
-from tests.conftest import ADMIN_KEY, LiveServer, start_server
+from tests.conftest import ADMIN_KEY, LiveServer, start_server, start_worker
 
-REFLEXA = str(Path(sys.executable).with_name("reflexa"))
 H = {"Authorization": f"Bearer {ADMIN_KEY}"}
 
 
@@ -33,17 +29,7 @@ def test_replicas_see_the_workers_writes(database_url: str, tmp_path: Path) -> N
     env = {"REFLEXA_WORKER__IN_PROCESS": "false"}
     a = start_server(database_url, tmp_path / "a", env=env, log=tmp_path / "a.log")
     b = start_server(database_url, tmp_path / "b", env=env, log=tmp_path / "b.log")
-    worker = subprocess.Popen(
-        [REFLEXA, "worker", "--concurrency", "2"],
-        env={
-            **os.environ,
-            "REFLEXA_DATABASE_URL": database_url,
-            "REFLEXA_DATA_DIR": str(tmp_path / "w"),
-            "REFLEXA_EMBEDDING__BACKEND": "hashing",
-        },
-        stdout=open(tmp_path / "worker.log", "wb"),  # noqa: SIM115 - handed to the child
-        stderr=subprocess.STDOUT,
-    )
+    worker = start_worker(database_url, tmp_path / "w", log=tmp_path / "worker.log", args=["--concurrency", "2"])
     try:
         assert httpx.post(f"{a.url}/v1/namespaces", json={"name": "multi"}, headers=H).status_code == 201
         # Both replicas have looked at the (empty) namespace: their indexes are loaded.

@@ -5,38 +5,22 @@ state moves the ranking when the environment states tie."""
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 
-from service.app import create_app
-from service.container import Services
 from store.database import Database
-from store.embedding import Embedder, build_embedder
-from tests.conftest import ADMIN_KEY, make_settings
 from tests.factories import step
 from tests.fixtures import create_namespace, drain, post_trajectory
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 
-@pytest.fixture(scope="module")
-def model(tmp_path_factory: pytest.TempPathFactory) -> Embedder:
-    return build_embedder("onnx", cache_dir=tmp_path_factory.mktemp("models"))
-
-
 @pytest.fixture
-def api(database_url: str, tmp_path: Path, model: Embedder, monkeypatch: pytest.MonkeyPatch) -> Iterator[TestClient]:
-    settings = make_settings(database_url, tmp_path)
-    # The app builds its services in the lifespan; hand it the already-loaded model.
-    real_build = Services.build
-    monkeypatch.setattr(Services, "build", classmethod(lambda cls, s, db: real_build.__func__(cls, s, db, model)))
-    with TestClient(create_app(settings), headers={"Authorization": f"Bearer {ADMIN_KEY}"}) as c:
-        create_namespace(c, "real")
-        yield c
+def api(api_onnx: TestClient) -> TestClient:
+    create_namespace(api_onnx, "real")
+    return api_onnx
 
 
 STATES = [

@@ -164,6 +164,13 @@ def _json_object(value: Any) -> dict[str, Any]:
     return value
 
 
+def _require_list(name: str, value: object) -> None:
+    """A lone string or mapping where a list belongs is refused, naming the argument
+    (iterated, it would pass for a list of characters or keys)."""
+    if isinstance(value, str | Mapping):
+        raise InvalidInput(f"{name} must be a list, not one {type(value).__name__}", field=name)
+
+
 def _nothing(value: Any) -> None:
     """The reader of an answer without a body (204)."""
 
@@ -586,9 +593,8 @@ def distill_contexts(
 ) -> Operation[ContextsResult]:
     """POST …/distill/contexts. Stored trajectories may be given by id alone (a string);
     inline ones keep the id they have (none: answered with ``id`` null)."""
-    for name, value in (("trajectories", trajectories), ("teachers", teachers)):
-        if isinstance(value, str | Mapping):
-            raise InvalidInput(f"{name} must be a list, not one {type(value).__name__}", field=name)
+    _require_list("trajectories", trajectories)
+    _require_list("teachers", teachers)
     request = coerce(
         ContextsRequest,
         {
@@ -624,9 +630,8 @@ def distill_prefixes(
     leakage: Mapping[str, Any] | None,
 ) -> Operation[PrefixesResponse]:
     """POST …/distill/prefixes. Stored trajectories may be given by id alone (a string)."""
-    for name, value in (("tasks", tasks), ("trajectories", trajectories)):
-        if isinstance(value, str | Mapping):
-            raise InvalidInput(f"{name} must be a list, not one {type(value).__name__}", field=name)
+    _require_list("tasks", tasks)
+    _require_list("trajectories", trajectories)
     request = coerce(
         PrefixesRequest,
         {
@@ -693,8 +698,7 @@ def teacher_logprobs(
     wait: float | None,
 ) -> Operation[TeacherLogprobsResult]:
     """POST …/distill/teacher_logprobs."""
-    if isinstance(items, str | Mapping):
-        raise InvalidInput(f"items must be a list, not one {type(items).__name__}", field="items")
+    _require_list("items", items)
     if isinstance(contexts, Mapping):
         contexts = dict(contexts)
         if contexts.get("teachers") is not None:
@@ -730,8 +734,7 @@ def distill_advantages(
     """POST /v1/distill/advantages (not namespaced: nothing is read or stored). The
     groups are checked here (a field's error names ``groups[i].trajectories[j]…``);
     ``params`` goes as given, its nulls included, and the server checks it."""
-    if isinstance(groups, str | Mapping):
-        raise InvalidInput(f"groups must be a list, not one {type(groups).__name__}", field="groups")
+    _require_list("groups", groups)
     if params is not None and not isinstance(params, Mapping):
         raise InvalidInput(f"params must be a mapping, not {type(params).__name__}", field="params")
     request = coerce(
@@ -759,8 +762,7 @@ def distill_advantages_arrays(
     needs numpy). The server checks the groups: its errors name the field as for JSON."""
     from reflexa import binary_advantages as binary
 
-    if isinstance(groups, str | Mapping):
-        raise InvalidInput(f"groups must be a list, not one {type(groups).__name__}", field="groups")
+    _require_list("groups", groups)
     return Operation(
         "POST",
         "/v1/distill/advantages",
@@ -781,8 +783,7 @@ def distill_advantages_batched(
 ) -> tuple[list[Operation[AdvantagesResponse]], list[AdvantageGroup]]:
     """The POSTs of /v1/distill/advantages that carry these groups under ``limits``
     (see :mod:`reflexa._advantage_batches`), and the groups as checked models."""
-    if isinstance(groups, str | Mapping):
-        raise InvalidInput(f"groups must be a list, not one {type(groups).__name__}", field="groups")
+    _require_list("groups", groups)
     if params is not None and not isinstance(params, Mapping):
         raise InvalidInput(f"params must be a mapping, not {type(params).__name__}", field="params")
     if not groups:
@@ -848,8 +849,7 @@ def score_rubric_batch(
     snapshot: str | None,
     skip_judged: bool,
 ) -> Operation[RubricBatchScore]:
-    if isinstance(items, str | Mapping):
-        raise InvalidInput(f"items must be a list, not one {type(items).__name__}", field="items")
+    _require_list("items", items)
     request = coerce(
         RubricScoreBatchRequest,
         {

@@ -91,30 +91,50 @@ class _Attempts:
         return wait
 
 
-class SyncTransport:
-    """Runs operations on an ``httpx.Client``; thread-safe, as httpx's client is."""
+class _Requests:
+    """What either transport sends for an operation or a download: the same URL,
+    parameters, body, headers and timeout, whichever way the answer is waited for."""
 
-    def __init__(self, config: ClientConfig, http_client: httpx.Client | None = None) -> None:
+    def __init__(self, config: ClientConfig) -> None:
         self.config = config
-        self._owns_http = http_client is None
-        self._http = http_client if http_client is not None else httpx.Client(timeout=config.timeout)
         self._headers = _headers(config)
         #: Tokens of this client's writes, for read-your-writes retrieves.
         self.session = ConsistencySession()
+
+    def _request(self, op: Operation[Any]) -> dict[str, Any]:
+        return {
+            "method": op.method,
+            "url": self.config.base_url + op.path,
+            "params": op.params,
+            "json": op.body,
+            "content": op.content,
+            "headers": op.headers(self._headers),
+            "timeout": self.config.timeout + op.server_wait,
+        }
+
+    def _download(self, dl: Download) -> dict[str, Any]:
+        return {
+            "method": dl.method,
+            "url": self.config.base_url + dl.path,
+            "params": dl.params,
+            "headers": self._headers,
+            "timeout": self.config.timeout + dl.server_wait,
+        }
+
+
+class SyncTransport(_Requests):
+    """Runs operations on an ``httpx.Client``; thread-safe, as httpx's client is."""
+
+    def __init__(self, config: ClientConfig, http_client: httpx.Client | None = None) -> None:
+        super().__init__(config)
+        self._owns_http = http_client is None
+        self._http = http_client if http_client is not None else httpx.Client(timeout=config.timeout)
 
     def send(self, op: Operation[T]) -> T:
         attempts = _Attempts(self.config, op)
         while True:
             try:
-                response = self._http.request(
-                    op.method,
-                    self.config.base_url + op.path,
-                    params=op.params,
-                    json=op.body,
-                    content=op.content,
-                    headers=op.headers(self._headers),
-                    timeout=self.config.timeout + op.server_wait,
-                )
+                response = self._http.request(**self._request(op))
             except httpx.TransportError as exc:
                 wait = attempts.after_exception(exc)
             else:
@@ -130,13 +150,7 @@ class SyncTransport:
         while True:
             sink.restart()
             try:
-                with self._http.stream(
-                    dl.method,
-                    self.config.base_url + dl.path,
-                    params=dl.params,
-                    headers=self._headers,
-                    timeout=self.config.timeout + dl.server_wait,
-                ) as response:
+                with self._http.stream(**self._download(dl)) as response:
                     if response.is_success:
                         for chunk in response.iter_bytes():
                             sink.write(chunk)
@@ -153,30 +167,19 @@ class SyncTransport:
             self._http.close()
 
 
-class AsyncTransport:
+class AsyncTransport(_Requests):
     """Runs operations on an ``httpx.AsyncClient``."""
 
     def __init__(self, config: ClientConfig, http_client: httpx.AsyncClient | None = None) -> None:
-        self.config = config
+        super().__init__(config)
         self._owns_http = http_client is None
         self._http = http_client if http_client is not None else httpx.AsyncClient(timeout=config.timeout)
-        self._headers = _headers(config)
-        #: Tokens of this client's writes, for read-your-writes retrieves.
-        self.session = ConsistencySession()
 
     async def send(self, op: Operation[T]) -> T:
         attempts = _Attempts(self.config, op)
         while True:
             try:
-                response = await self._http.request(
-                    op.method,
-                    self.config.base_url + op.path,
-                    params=op.params,
-                    json=op.body,
-                    content=op.content,
-                    headers=op.headers(self._headers),
-                    timeout=self.config.timeout + op.server_wait,
-                )
+                response = await self._http.request(**self._request(op))
             except httpx.TransportError as exc:
                 wait = attempts.after_exception(exc)
             else:
@@ -191,13 +194,7 @@ class AsyncTransport:
         while True:
             sink.restart()
             try:
-                async with self._http.stream(
-                    dl.method,
-                    self.config.base_url + dl.path,
-                    params=dl.params,
-                    headers=self._headers,
-                    timeout=self.config.timeout + dl.server_wait,
-                ) as response:
+                async with self._http.stream(**self._download(dl)) as response:
                     if response.is_success:
                         async for chunk in response.aiter_bytes():
                             sink.write(chunk)

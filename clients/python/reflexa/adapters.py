@@ -115,13 +115,13 @@ class _Scorer:
     def __init__(
         self,
         *,
-        rubric: str | None,
-        namespace: str | None,
-        base_url: str | None,
-        api_key: str | None,
-        timeout: float,
-        skip_judged: bool,
-        snapshot: str | None,
+        rubric: str | None = None,
+        namespace: str | None = None,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
+        skip_judged: bool = False,
+        snapshot: str | None = None,
     ) -> None:
         self.rubric = _rubric(rubric)
         self.namespace = namespace
@@ -262,28 +262,8 @@ def _verl_result(score: RubricScore) -> dict[str, Any]:
 
 
 class VerlComputeScore(_Scorer):
-    """verl's custom reward function on a Reflexa rubric (see the module docstring)."""
-
-    def __init__(
-        self,
-        *,
-        rubric: str | None = None,
-        namespace: str | None = None,
-        base_url: str | None = None,
-        api_key: str | None = None,
-        timeout: float = DEFAULT_TIMEOUT,
-        skip_judged: bool = False,
-        snapshot: str | None = None,
-    ) -> None:
-        super().__init__(
-            rubric=rubric,
-            namespace=namespace,
-            base_url=base_url,
-            api_key=api_key,
-            timeout=timeout,
-            skip_judged=skip_judged,
-            snapshot=snapshot,
-        )
+    """verl's custom reward function on a Reflexa rubric (see the module docstring);
+    its arguments are VERL_CONFIG, each defaulting to the environment's."""
 
     def __call__(
         self, data_source: Any, solution_str: str, ground_truth: Any, extra_info: Any = None, **kwargs: Any

@@ -12,7 +12,7 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from domain.schemas import ClientId, RequestModel, ResponseModel
-from service.trajectories.schemas import JSONObject, StateRead
+from service.trajectories.schemas import StepFields
 
 DEFAULT_PREFIXES = 1
 MAX_PREFIXES = 16
@@ -83,14 +83,8 @@ class PrefixesRequest(RequestModel):
         return self
 
 
-class PrefixStep(ResponseModel):
-    index: int
-    state: StateRead
-    internal_state: str | None = None
-    action: str | JSONObject
-    result: str | None = None
-    error: str | None = None
-    reward: float | None = None
+class PrefixStep(StepFields):
+    pass
 
 
 class Prefix(ResponseModel):

@@ -12,8 +12,6 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,12 +20,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from reflectors.embed import write_vectors
-from service.app import create_app
-from service.container import Services
 from store import evidence as evidence_repo
 from store import trajectories as trajectories_repo
-from store.embedding import Embedder, build_embedder
-from tests.conftest import ADMIN_KEY, make_settings
+from store.embedding import Embedder
 from tests.factories import add_reflection, step
 from tests.fixtures import create_namespace, drain, post_trajectory
 
@@ -46,19 +41,10 @@ SOURCES = {
 ALLOW_ALL = {"allow_same_trajectory": True, "allow_same_group": True, "allow_same_task": True}
 
 
-@pytest.fixture(scope="module")
-def model(tmp_path_factory: pytest.TempPathFactory) -> Embedder:
-    return build_embedder("onnx", cache_dir=tmp_path_factory.mktemp("models"))
-
-
 @pytest.fixture
-def app(database_url: str, tmp_path: Path, model: Embedder, monkeypatch: pytest.MonkeyPatch) -> Iterator[TestClient]:
-    settings = make_settings(database_url, tmp_path)
-    real_build = Services.build
-    monkeypatch.setattr(Services, "build", classmethod(lambda cls, s, db: real_build.__func__(cls, s, db, model)))
-    with TestClient(create_app(settings), headers={"Authorization": f"Bearer {ADMIN_KEY}"}) as c:
-        create_namespace(c, "leak")
-        yield c
+def app(api_onnx: TestClient) -> TestClient:
+    create_namespace(api_onnx, "leak")
+    return api_onnx
 
 
 def add_skill(api: TestClient, model: Embedder, name: str, source: str) -> None:
@@ -77,7 +63,7 @@ def add_skill(api: TestClient, model: Embedder, name: str, source: str) -> None:
 
 
 @pytest.fixture
-def api(app: TestClient, model: Embedder) -> TestClient:
+def api(app: TestClient, onnx_model: Embedder) -> TestClient:
     for id_, (task, group, action) in SOURCES.items():
         steps = [step(KITCHEN + f" ({id_})", action, result="something happens")]
         if id_ == "self":
@@ -86,7 +72,7 @@ def api(app: TestClient, model: Embedder) -> TestClient:
         post_trajectory(app, "leak", id_, task=task, group_id=group, steps=steps, outcome=outcome)
     drain(app)
     for id_ in SOURCES:
-        add_skill(app, model, f"skill-{id_}", id_)
+        add_skill(app, onnx_model, f"skill-{id_}", id_)
     return app
 
 

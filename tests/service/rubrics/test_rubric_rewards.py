@@ -7,9 +7,7 @@ retries and the repair turn, failures, the token budget, concurrency)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,12 +15,10 @@ from fastapi.testclient import TestClient
 
 from reflectors.llm_client.schemas import RubricOut
 from reflectors.prompted.rubrics import rubric_content
-from service.app import create_app
 from store import llm_usage
-from tests.conftest import ADMIN_KEY, make_settings
 from tests.factories import add_reflection, step
 from tests.fixtures import create_namespace, drain, post_trajectory
-from tests.reflectors.openai_server import Answer, HttpError, ScriptedLLM, json_answer, serve_scripted_llm
+from tests.reflectors.openai_server import Answer, HttpError, ScriptedLLM, json_answer
 
 NS = "/v1/namespaces/lab"
 
@@ -426,34 +422,11 @@ def test_without_an_llm_a_judged_criterion_is_503_unless_skipped(client: TestCli
 
 
 @pytest.fixture
-def scripted_llm() -> Iterator[ScriptedLLM]:
-    with serve_scripted_llm() as server:
-        yield server
-        assert server.unused == 0, f"{server.unused} scripted replies were never requested"
-
-
-@pytest.fixture
-def llm_overrides() -> dict[str, Any]:
-    return {}
-
-
-@pytest.fixture
-def api_llm(
-    database_url: str, tmp_path: Path, scripted_llm: ScriptedLLM, llm_overrides: dict[str, Any]
-) -> Iterator[TestClient]:
-    llm = {
-        "base_url": scripted_llm.url,
-        "model": "judge-model",
-        "api_key": "sk-test",
-        "timeout_seconds": 10.0,
-        "max_retries": 0,
-        **llm_overrides,
-    }
-    app = create_app(make_settings(database_url, tmp_path, llm=llm))
-    with TestClient(app, headers={"Authorization": f"Bearer {ADMIN_KEY}"}) as api:
-        create_namespace(api, "lab")
-        rubric(api, JUDGED)
-        yield api
+def api_llm(api_llm: TestClient) -> TestClient:
+    """conftest's app with an LLM, with the namespace and the judged rubric in place."""
+    create_namespace(api_llm, "lab")
+    rubric(api_llm, JUDGED)
+    return api_llm
 
 
 def verdicts(*pairs: tuple[str, float], **options: Any) -> Answer:
@@ -472,7 +445,7 @@ def test_judged_criteria_through_the_llm(api_llm: TestClient, scripted_llm: Scri
     assert got["criteria"][1]["rationale"] == "the evidence for clear" and got["reward"] == pytest.approx(0.75)
 
     [request] = scripted_llm.requests
-    assert request.model == "judge-model"
+    assert request.model == "configured-model"
     fmt = request.response_format or {}
     assert fmt["type"] == "json_schema" and fmt["json_schema"]["strict"] is True
     assert fmt["json_schema"]["name"] == "RubricJudgeOut"

@@ -53,7 +53,8 @@ from typing import Any
 
 import torch
 from tokenizers import Tokenizer, models, pre_tokenizers, processors
-from transformers import LlamaConfig, LlamaForCausalLM
+
+from examples.common.tiny_lm import tiny_llama
 
 SPECIAL = ["[BOS]", "[UNK]", "<|system|>", "<|user|>", "<|assistant|>", "<|end|>"]
 WORDS = [
@@ -136,17 +137,8 @@ class TinyLM:
     """A randomly initialised Llama: 64 tokens, 2 layers of width 32."""
 
     def __init__(self, seed: int = 0) -> None:
-        torch.manual_seed(seed)
-        config = LlamaConfig(
-            vocab_size=VOCAB_SIZE,
-            hidden_size=32,
-            intermediate_size=64,
-            num_hidden_layers=2,
-            num_attention_heads=2,
-            num_key_value_heads=2,
-            max_position_embeddings=1024,
-        )
-        self.model = LlamaForCausalLM(config).eval()
+        # LlamaConfig's own special ids: no padding row
+        self.model = tiny_llama(VOCAB_SIZE, seed, positions=1024, pad_token_id=None, eos_token_id=2).eval()
         self._lock = threading.Lock()
 
     def log_softmax(self, ids: Sequence[int]) -> torch.Tensor:

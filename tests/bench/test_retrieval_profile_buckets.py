@@ -38,7 +38,8 @@ def _qualnames() -> set[str]:
     for module_name in MODULES:
         module = importlib.import_module(module_name)
         for name, obj in vars(module).items():
-            if inspect.isfunction(obj):
+            # a cached function (functools.lru_cache) runs, and py-spy prints, the one it wraps
+            if inspect.isfunction(inspect.unwrap(obj) if hasattr(obj, "__wrapped__") else obj):
                 names.add(name)
             elif inspect.isclass(obj):
                 names.update(f"{obj.__name__}.{attr}" for attr, v in vars(obj).items() if inspect.isfunction(v))

@@ -104,14 +104,18 @@ def lexical_similarities(query_features: frozenset[str], texts: list[str | None]
     # few numpy passes over all candidates' features at once instead of Python loops.
     arrays = [_text_keys(texts[i]) for i in present]  # type: ignore[arg-type]
     flat = np.concatenate(arrays)
+    if not len(flat):  # no candidate text has a word: nothing in common with any
+        for i in present:
+            out[i] = 0.0
+        return out
     owner = np.repeat(np.arange(len(arrays)), [len(a) for a in arrays])
     keys, where, df = _distinct(flat)
     log_n1 = math.log(1 + len(arrays))
     idf = log_n1 - np.log1p(df) + 1.0
     query = _feature_keys(query_features)
-    at = np.minimum(np.searchsorted(keys, query), max(len(keys) - 1, 0))
-    seen = keys[at] == query if len(keys) else np.zeros(len(query), dtype=bool)
-    q_norm = math.sqrt(float(np.where(seen, idf[at] if len(keys) else 0.0, log_n1 + 1.0).sum()))
+    at = np.minimum(np.searchsorted(keys, query), len(keys) - 1)
+    seen = keys[at] == query
+    q_norm = math.sqrt(float(np.where(seen, idf[at], log_n1 + 1.0).sum()))
     in_query = np.zeros(len(keys), dtype=bool)
     in_query[at[seen]] = True
     weights = idf[where]

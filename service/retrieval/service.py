@@ -398,12 +398,10 @@ class RetrievalService:
     def _lexical(rows: list[repo.CandidateRow], words: Callable[[str], frozenset[str]]) -> list[float | None]:
         """Lexical similarities, state-keyed and task-keyed candidates each among their own."""
         out: list[float | None] = [None] * len(rows)
-        for keyed in (False, True):
-            idx = [i for i, r in enumerate(rows) if (r.kind in TASK_KEYED) is keyed]
-            if idx:
-                sims = ranking.lexical_similarities(words(rows[idx[0]].kind), [rows[i].lexical_text for i in idx])
-                for i, sim in zip(idx, sims, strict=True):
-                    out[i] = sim
+        for idx in _keyed_groups(rows):
+            sims = ranking.lexical_similarities(words(rows[idx[0]].kind), [rows[i].lexical_text for i in idx])
+            for i, sim in zip(idx, sims, strict=True):
+                out[i] = sim
         return out
 
     def _choose(self, candidates: list[_Candidate], req: RetrieveRequest) -> list[_Candidate]:
@@ -498,19 +496,26 @@ class RetrievalService:
         return result
 
 
+def _keyed_groups(rows: list[repo.CandidateRow]) -> list[list[int]]:
+    """The positions of the state-keyed rows and of the task-keyed ones (each matched
+    against its own query text and vector), the empty group left out."""
+    groups: tuple[list[int], list[int]] = ([], [])
+    for i, r in enumerate(rows):
+        groups[r.kind in TASK_KEYED].append(i)
+    return [g for g in groups if g]
+
+
 def _cosines(rows: list[repo.CandidateRow], query: Query) -> tuple[list[float], list[float | None]]:
     """Per row, the cosine of its state vector with the query's (the task's, for
     task-keyed kinds) and of its internal-state vector with the query's (None when
     either has none): one matrix product per query vector, not a product per row."""
     states: list[float] = [0.0] * len(rows)
-    for keyed in (False, True):
-        idx = [i for i, r in enumerate(rows) if (r.kind in TASK_KEYED) is keyed]
-        if idx:
-            vector = query.for_kind(rows[idx[0]].kind)
-            # np.array of the row vectors: ~3x faster than np.vstack for ~100 of them
-            sims = (np.array([rows[i].vectors["state"] for i in idx]) @ vector).tolist()
-            for i, sim in zip(idx, sims, strict=True):
-                states[i] = sim
+    for idx in _keyed_groups(rows):
+        vector = query.for_kind(rows[idx[0]].kind)
+        # np.array of the row vectors: ~3x faster than np.vstack for ~100 of them
+        sims = (np.array([rows[i].vectors["state"] for i in idx]) @ vector).tolist()
+        for i, sim in zip(idx, sims, strict=True):
+            states[i] = sim
     internals: list[float | None] = [None] * len(rows)
     idx = [i for i, r in enumerate(rows) if "internal" in r.vectors] if query.internal is not None else []
     if idx:

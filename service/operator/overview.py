@@ -117,8 +117,8 @@ class OverviewService:
         for permission in (Permission.TRAJECTORIES_READ, Permission.REFLECTIONS_READ, Permission.JOBS_READ):
             principal.require(permission, ns)
         now = now or utcnow()
-        first = (now - timedelta(days=days - 1)).replace(hour=0, minute=0, second=0, microsecond=0)
         today = now.replace(hour=0, minute=0, second=0, microsecond=0)
+        first = today - timedelta(days=days - 1)
         day_names = [(first + timedelta(days=i)).strftime("%Y-%m-%d") for i in range(days)]
         settings, successes, total = self.namespaces.ranking_inputs(ns)
         baseline = ranking.baseline_rate(successes, total)

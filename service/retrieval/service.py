@@ -65,6 +65,17 @@ class _View:
     now: datetime
     snapshot: SnapshotRef | None
     pinned: PinnedMemory | None
+    # updated_at -> (recency factor at `now`, timestamp): a batch ranks the same items
+    # for many requests
+    _times: dict[datetime, tuple[float, float]] = dataclasses.field(default_factory=dict, compare=False)
+
+    def row_times(self, updated_at: datetime) -> tuple[float, float]:
+        """An item's `ranking.recency_factor` and its `updated_at.timestamp()` (the rank key's tie-break)."""
+        found = self._times.get(updated_at)
+        if found is None:
+            rec = ranking.recency_factor(updated_at, self.now, self.settings.ranking)
+            found = self._times[updated_at] = (rec, updated_at.timestamp())
+        return found
 
 
 @dataclass
@@ -91,6 +102,46 @@ class _Candidate:
     score: float
     utility: ranking.Utility
     vector: np.ndarray
+
+
+@dataclass
+class _Scored:
+    """A request's candidates scored as arrays (`ranking.scores`); a `_Candidate` is
+    built only for a row that may be served (`candidate`)."""
+
+    rows: list[repo.CandidateRow]
+    state_sims: list[float]
+    internal_sims: list[float | None]
+    lexical: list[float | None]
+    scores: ranking.Scores
+    baseline: float
+
+    @property
+    def score(self) -> np.ndarray:
+        return self.scores.score
+
+    @property
+    def order(self) -> np.ndarray:
+        return self.scores.order
+
+    def keeping(self, mask: np.ndarray) -> _Scored:
+        """The same rows, rank order restricted to those `mask` keeps."""
+        order = self.order[mask[self.order]]
+        return dataclasses.replace(self, scores=dataclasses.replace(self.scores, order=order))
+
+    def candidate(self, i: int) -> _Candidate:
+        row = self.rows[i]
+        return _Candidate(
+            row,
+            self.state_sims[i],
+            self.internal_sims[i],
+            float(self.scores.similarity[i]),
+            self.lexical[i],
+            bool(self.scores.exact[i]),
+            float(self.scores.score[i]),
+            ranking.utility(row.successes, row.failures, row.uses, self.baseline),
+            row.vectors["state"],
+        )
 
 
 class RetrievalService:
@@ -336,16 +387,13 @@ class RetrievalService:
         prefetched: _Prefetched | None = None,
         *,
         partial_kinds: frozenset[str] = frozenset(),
-    ) -> list[_Candidate]:
-        settings = view.settings
+    ) -> _Scored:
         snapshot_pk = view.snapshot.pk if view.snapshot is not None else None
         filters = self._filters(req)
         sql_filters = _without_exclusions(filters) if partial_kinds.intersection(req.kinds) else filters
         split = sql_filters is not filters  # the exclusions are applied per row, by kind, below
         want = self.search.wanted(req)
         fetch = self.search.fetch_size(req)
-        weight = settings.ranking.internal_weight
-        lexical_weight = settings.ranking.lexical_weight
         word_sets: dict[str, frozenset[str]] = {}
 
         def words(kind: str) -> frozenset[str]:
@@ -354,7 +402,6 @@ class RetrievalService:
                 word_sets[key] = ranking.lexical_features(query.text_for(kind) or "")
             return word_sets[key]
 
-        now = view.now
         pks, exhausted = first_hits
         while True:
             if prefetched is not None:  # the first round, fetched with the other requests'
@@ -373,26 +420,45 @@ class RetrievalService:
                         cites = repo.list_citations(session, ns, [r.pk for r in rows], snapshot_pk)
                         rows = [r for r in rows if _admits(filters, sql_filters, r, cites.get(r.pk, []), partial_kinds)]
             rows = [r for r in rows if "state" in r.vectors and query.for_kind(r.kind) is not None]
-            lexical = self._lexical(rows, words) if lexical_weight else [None] * len(rows)
-            state_sims, internal_sims = _cosines(rows, query)
-            out = []
-            for row, lex, s_sim, i_sim in zip(rows, lexical, state_sims, internal_sims, strict=True):
-                vecs = row.vectors
-                sim = ranking.joint_similarity(s_sim, i_sim, weight)
-                util = ranking.utility(row.successes, row.failures, row.uses, baseline)
-                rec = ranking.recency_factor(row.updated_at, now, settings.ranking)
-                exact = query.is_exact(row)
-                rank = ranking.score(ranking.relevance(sim, lex, lexical_weight), exact, util, rec, settings.ranking)
-                out.append(_Candidate(row, s_sim, i_sim, sim, lex, exact, rank, util, vecs["state"]))
+            scored = self._score(rows, query, view, baseline, words)
             if req.min_score is not None:
-                out = [c for c in out if c.score >= req.min_score]
+                scored = scored.keeping(scored.score >= req.min_score)
             # Filters can remove most of what the index returned: look deeper until
             # enough survive or the index has nothing more to give.
-            if len(out) >= want or exhausted or fetch >= 100_000:
-                return out
+            if len(scored.order) >= want or exhausted or fetch >= 100_000:
+                return scored
             fetch *= 4
             deeper, exhausted = self.search.search(ns, list(req.kinds), [query], [fetch], view.pinned)[0]
             pks = pks | deeper
+
+    @staticmethod
+    def _score(
+        rows: list[repo.CandidateRow],
+        query: Query,
+        view: _View,
+        baseline: float,
+        words: Callable[[str], frozenset[str]],
+    ) -> _Scored:
+        settings = view.settings.ranking
+        lexical_weight = settings.lexical_weight
+        lexical = RetrievalService._lexical(rows, words) if lexical_weight else [None] * len(rows)
+        state_sims, internal_sims = _cosines(rows, query)
+        times = [view.row_times(r.updated_at) for r in rows]
+        scored = ranking.scores(
+            np.array(state_sims, dtype=float),
+            np.array(internal_sims, dtype=float),  # None -> NaN
+            np.array(lexical, dtype=float),
+            np.array([query.is_exact(r) for r in rows], dtype=bool),
+            np.array([r.successes for r in rows], dtype=float),
+            np.array([r.failures for r in rows], dtype=float),
+            np.array([t[0] for t in times], dtype=float),
+            np.array([t[1] for t in times], dtype=float),
+            np.array([r.pk for r in rows], dtype=np.int64),
+            baseline,
+            settings,
+            float(lexical_weight),
+        )
+        return _Scored(rows, state_sims, internal_sims, lexical, scored, baseline)
 
     @staticmethod
     def _lexical(rows: list[repo.CandidateRow], words: Callable[[str], frozenset[str]]) -> list[float | None]:
@@ -404,16 +470,21 @@ class RetrievalService:
                 out[i] = sim
         return out
 
-    def _choose(self, candidates: list[_Candidate], req: RetrieveRequest) -> list[_Candidate]:
-        ordered = sorted(candidates, key=lambda c: ranking.rank_key(c.score, c.exact, c.row.updated_at, c.row.pk))
+    def _choose(self, scored: _Scored, req: RetrieveRequest, withheld: set[int]) -> list[_Candidate]:
+        """The first k in rank order (or an MMR pick from the first 3k), the withheld
+        pks left out; a _Candidate is built only for these."""
+        rows = scored.rows
+        ordered: list[int] = scored.order.tolist()
+        if withheld:
+            ordered = [i for i in ordered if rows[i].pk not in withheld]
         if req.mmr_lambda is None or len(ordered) <= 1:
-            return ordered[: req.k]
-        pool = ordered[: req.k * 3]
+            return [scored.candidate(i) for i in ordered[: req.k]]
+        pool = [scored.candidate(i) for i in ordered[: req.k * 3]]
         picks = ranking.mmr_order([c.score for c in pool], np.vstack([c.vector for c in pool]), req.k, req.mmr_lambda)
         return [pool[i] for i in picks]
 
     def _serve(
-        self, ns: str, candidates: list[_Candidate], req: RetrieveRequest, rate: float, *, unit: str
+        self, ns: str, candidates: _Scored, req: RetrieveRequest, rate: float, *, unit: str
     ) -> tuple[list[_Candidate], list[tuple[int, bool, str]]]:
         """What to serve, and the holdout draws made: (reflection pk, withheld, unit).
 
@@ -421,7 +492,7 @@ class RetrievalService:
         withheld one leaves the candidates and the choice is made again, so what moves
         up into its place is drawn in turn. Every non-exact item served was drawn, and
         no item withheld from the unit is served to it as a filler."""
-        picked = self._choose(candidates, req)
+        picked = self._choose(candidates, req, set())
         if rate <= 0.0:
             return picked, []
         drawn: dict[int, bool] = {}
@@ -433,8 +504,7 @@ class RetrievalService:
                 # (MMR may drop an item served in an earlier round: only what is served counts)
                 final = {c.row.pk for c in picked}
                 return picked, [(pk, out, unit) for pk, out in drawn.items() if out or pk in final]
-            candidates = [c for c in candidates if not drawn.get(c.row.pk, False)]
-            picked = self._choose(candidates, req)
+            picked = self._choose(candidates, req, {pk for pk, out in drawn.items() if out})
 
     def _item(self, c: _Candidate, evidence: list[tuple[str, int | None, int | None]]) -> RetrievedItem:
         row = c.row
@@ -449,7 +519,10 @@ class RetrievalService:
                 success=None if wins == losses else wins > losses,
             )
         u = c.utility
-        return RetrievedItem(
+        # model_construct: every value is the server's own, already of its field's type
+        # (tests/service/test_retrieval_items.py); validating ~10 items for each of 1,280
+        # states was a tenth of a teacher-context request.
+        return RetrievedItem.model_construct(
             id=row.id,
             kind=row.kind,  # type: ignore[arg-type]
             status=row.status,  # type: ignore[arg-type]
@@ -462,10 +535,10 @@ class RetrievalService:
             exact_match=c.exact,
             state_similarity=c.state_sim,
             internal_similarity=c.internal_sim,
-            utility=UtilityRead(
+            utility=UtilityRead.model_construct(
                 mean=u.mean, std=u.std, uses=u.uses, successes=u.successes, failures=u.failures, baseline=u.baseline
             ),
-            evidence=[EvidenceRead(trajectory_id=t, step_start=s, step_end=e) for t, s, e in evidence],
+            evidence=[EvidenceRead.model_construct(trajectory_id=t, step_start=s, step_end=e) for t, s, e in evidence],
             evidence_count=row.evidence_count,
             environment=row.environment,
             created_at=row.created_at,

@@ -197,3 +197,53 @@ def test_lexical_similarity_is_the_same_bits_under_any_string_hashing() -> None:
         for seed in ("1", "2", "3", "4")
     }
     assert len(outs) == 1
+
+
+scored_rows = st.lists(
+    st.tuples(
+        st.sampled_from([-0.2, 0.1, 0.5, 0.5, 0.9]) | st.floats(-1.0, 1.0),  # state cosine (repeats: ties)
+        st.none() | st.floats(-1.0, 1.0),  # internal cosine
+        st.none() | st.floats(0.0, 1.0),  # lexical similarity
+        st.booleans(),  # exact match
+        st.integers(0, 50),  # successes
+        st.integers(0, 50),  # failures
+        st.sampled_from([0.0, 1.5, 1.5, 40.0]) | st.floats(0.0, 3650.0),  # age in days (repeats: ties)
+    ),
+    max_size=40,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(scored_rows, weights, st.floats(0.01, 0.99), st.floats(0.0, 1.0), st.floats(0.0, 1.0))
+def test_the_array_scores_equal_the_per_item_functions_to_the_last_bit(rows, cfg, baseline, w, lex_w) -> None:  # type: ignore[no-untyped-def]
+    import numpy as np
+
+    cfg = cfg.model_copy(update={"internal_weight": w})
+    expected_scores, sims, keys = [], [], []
+    for pk, (state, internal, lexical, exact, wins, losses, age) in enumerate(rows):
+        updated = NOW - timedelta(days=age)
+        sim = ranking.joint_similarity(state, internal, w)
+        u = ranking.utility(wins, losses, wins + losses, baseline)
+        rec = ranking.recency_factor(updated, NOW, cfg)
+        score = ranking.score(ranking.relevance(sim, lexical, lex_w), exact, u, rec, cfg)
+        sims.append(sim)
+        expected_scores.append(score)
+        keys.append((ranking.rank_key(score, exact, updated, pk), pk))
+    updated_at = [NOW - timedelta(days=r[6]) for r in rows]
+    got = ranking.scores(
+        np.array([r[0] for r in rows], dtype=float),
+        np.array([r[1] for r in rows], dtype=float),
+        np.array([r[2] for r in rows], dtype=float),
+        np.array([r[3] for r in rows], dtype=bool),
+        np.array([r[4] for r in rows], dtype=float),
+        np.array([r[5] for r in rows], dtype=float),
+        np.array([ranking.recency_factor(t, NOW, cfg) for t in updated_at], dtype=float),
+        np.array([t.timestamp() for t in updated_at], dtype=float),
+        np.arange(len(rows), dtype=np.int64),
+        baseline,
+        cfg,
+        lex_w,
+    )
+    assert got.similarity.tolist() == sims
+    assert got.score.tolist() == expected_scores  # equal, not approximately
+    assert got.order.tolist() == [pk for _, pk in sorted(keys)]

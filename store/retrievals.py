@@ -53,6 +53,16 @@ class CandidateFilters:
     def without_citations(self) -> CandidateFilters:
         return CandidateFilters(self.kinds, self.statuses, self.environment, as_of=self.as_of)
 
+    @functools.cached_property
+    def excluded_tasks(self) -> frozenset[str]:
+        """`exclude_task_hashes` as a set, for `admits`' per-row checks."""
+        return frozenset(self.exclude_task_hashes)
+
+    @functools.cached_property
+    def excluded_trajectories(self) -> frozenset[str]:
+        """`exclude_trajectory_ids` as a set, for `admits`' per-row checks."""
+        return frozenset(self.exclude_trajectory_ids)
+
     def admits(self, citations: Sequence[Citation]) -> bool:
         """The citation filters of `list_candidates`, on a candidate's citations
         (for rows fetched once for many requests)."""
@@ -60,11 +70,10 @@ class CandidateFilters:
             return False
         if self.policy_version is not None and not any(c.policy_version == self.policy_version for c in citations):
             return False
-        if self.exclude_task_hashes and any(c.task_hash in self.exclude_task_hashes for c in citations):
+        tasks, trajectories = self.excluded_tasks, self.excluded_trajectories
+        if tasks and any(c.task_hash in tasks for c in citations):
             return False
-        return not (
-            self.exclude_trajectory_ids and any(c.trajectory_id in self.exclude_trajectory_ids for c in citations)
-        )
+        return not (trajectories and any(c.trajectory_id in trajectories for c in citations))
 
 
 @dataclass(frozen=True)

@@ -48,7 +48,7 @@ from typing import Any
 import httpx
 import numpy as np
 
-from bench.common.api import headers
+from bench.common.api import headers, wait_token
 from bench.common.cli import reproduce_command, suite_parser
 from bench.common.cpu import wait_for_quiet
 from bench.common.machine import MachineFacts
@@ -56,6 +56,7 @@ from bench.common.output import progress, write_outputs
 from bench.common.processes import OFFLINE_ENV, embedder, server_env_overrides
 from bench.freshness.runs import (
     BacklogRun,
+    K,
     LagLevel,
     SearchableRound,
     backlog_run,
@@ -68,7 +69,6 @@ from bench.freshness.runs import (
     searchable_round,
     server_rss_mb,
     wait_drained,
-    wait_token,
 )
 
 SECTION = "freshness"
@@ -167,7 +167,7 @@ def _phases(cfg: Config, rep: Report, srv: Any, client: httpx.Client, enc: Any, 
     warm = episode("warm-0", rng, cfg.steps)
     r = client.post(f"/v1/namespaces/{NS}/trajectories", json=warm)
     r.raise_for_status()
-    wait_token(client, NS, r.json()["consistency_token"], probe_text(warm), 600).raise_for_status()
+    wait_token(client, NS, r.json()["consistency_token"], probe_text(warm), K, 600).raise_for_status()
     enc.encode(episode_texts(warm))
 
     progress(f"searchable: {cfg.rounds} rounds of {cfg.backlog} closed {cfg.steps}-step episodes")

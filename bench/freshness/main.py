@@ -54,6 +54,7 @@ from bench.common.cpu import wait_for_quiet
 from bench.common.machine import MachineFacts
 from bench.common.output import progress, write_outputs
 from bench.common.processes import OFFLINE_ENV, embedder, server_env_overrides
+from bench.common.report import opening
 from bench.freshness.runs import (
     BacklogRun,
     K,
@@ -225,12 +226,11 @@ def render_markdown(rep: Report) -> str:
     env = server_env_overrides()
     callers = wk["concurrency"]
     lines = [
-        "## Freshness (ingest to searchable)",
-        "",
-        f"Reproduce: `{rep.command}` (this run took {rep.wall_s / 60:.1f} min; `--quick` is one round and one "
-        "lag level, ~3 minutes; `--smoke` is seconds, for tests/bench).",
-        "",
-        rep.machine.markdown(),
+        *opening(
+            "Freshness (ingest to searchable)",
+            rep,
+            "`--quick` is one round and one lag level, ~3 minutes; `--smoke` is seconds, for tests/bench",
+        ),
         "- Versions: " + ", ".join(f"{k} {v}" for k, v in rep.versions.items()),
         f"- Machine load: 1-minute load average {rep.load_avg_start:.1f} at the start, {rep.load_avg_end:.1f} at "
         f"the end; other processes used {rep.quiet_before:.0f} % of a core just before the searchable rounds "

@@ -1,0 +1,29 @@
+"""What the suites' reports share: the opening lines of every suite's markdown section
+(title, reproducing command, machine)."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from bench.common.machine import MachineFacts
+
+
+class TimedRun(Protocol):
+    """What a section's opening reads of a report (every suite's report has these)."""
+
+    command: str
+    wall_s: float
+    machine: MachineFacts
+
+
+def opening(title: str, run: TimedRun, sizes: str, more: str = "") -> list[str]:
+    """A section's first lines: its title, how to reproduce the run and how long it took
+    (`sizes` says what the smaller runs are; `more` follows that sentence), then the
+    machine's facts."""
+    return [
+        f"## {title}",
+        "",
+        f"Reproduce: `{run.command}` (this run took {run.wall_s / 60:.1f} min; {sizes}).{more}",
+        "",
+        run.machine.markdown(),
+    ]

@@ -1,11 +1,24 @@
-"""What the suites' reports share: the opening lines of every suite's markdown section
-(title, reproducing command, machine)."""
+"""What the suites' reports share: the facts a report records of its run first, and the
+opening lines of every suite's markdown section (title, reproducing command, machine)."""
 
 from __future__ import annotations
 
-from typing import Protocol
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 from bench.common.machine import MachineFacts
+
+
+@dataclass
+class RunFacts:
+    """The fields a suite's report starts with, in this order (the JSON results keep
+    it): the command that reproduces the run, whether it was `--quick` or `--smoke`,
+    the config (asdict) and the machine."""
+
+    command: str
+    small: bool
+    config: dict[str, Any]
+    machine: MachineFacts
 
 
 class TimedRun(Protocol):

@@ -54,7 +54,7 @@ from bench.common.cpu import wait_for_quiet
 from bench.common.machine import MachineFacts
 from bench.common.output import progress, write_outputs
 from bench.common.processes import OFFLINE_ENV, embedder, server_env_overrides
-from bench.common.report import opening
+from bench.common.report import RunFacts, opening
 from bench.freshness.runs import (
     BacklogRun,
     K,
@@ -97,11 +97,7 @@ SMOKE = Config(5, 2, 1, (0.3,), 2.0, 0.1, 3, 1, 0.5)
 
 
 @dataclass
-class Report:
-    command: str
-    small: bool
-    config: dict[str, Any]
-    machine: MachineFacts
+class Report(RunFacts):
     versions: dict[str, str]
     worker: dict[str, Any]
     wall_s: float = 0.0

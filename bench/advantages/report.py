@@ -1,4 +1,4 @@
-"""bench.advantages' section of docs/benchmarks/advantages.md, and the summary it prints."""
+"""bench.advantages' section of docs/benchmarks/advantages.md, and its verdicts (the summary it prints)."""
 
 from __future__ import annotations
 
@@ -270,7 +270,3 @@ def render_markdown(report: Report) -> str:
         *verdicts(report),
     ]
     return "\n".join(lines) + "\n"
-
-
-def summary(report: Report) -> str:
-    return "\n".join(["bench.advantages:", *verdicts(report)])

@@ -1,5 +1,6 @@
-"""What the suites' reports share: the facts a report records of its run first, and the
-opening lines of every suite's markdown section (title, reproducing command, machine)."""
+"""What the suites' reports share: the facts a report records of its run first, the
+opening lines of every suite's markdown section (title, reproducing command, machine),
+and the summary a suite prints of its verdicts."""
 
 from __future__ import annotations
 
@@ -40,3 +41,8 @@ def opening(title: str, run: TimedRun, sizes: str, more: str = "") -> list[str]:
         "",
         run.machine.markdown(),
     ]
+
+
+def summary(suite: str, verdicts: list[str]) -> str:
+    """What a suite prints when it is done: its verdicts under its name."""
+    return "\n".join([f"bench.{suite}:", *verdicts])

@@ -53,6 +53,7 @@ from bench.common.databases import Databases, databases
 from bench.common.machine import MachineFacts
 from bench.common.output import progress, write_outputs
 from bench.common.processes import proc_memory_mb, server
+from bench.common.report import summary
 from bench.distill.floor import ContextsFloor, copied_rows, export_floor
 from bench.distill.http_runs import (
     DATASETS,
@@ -62,7 +63,7 @@ from bench.distill.http_runs import (
     stream_export,
     take_snapshot,
 )
-from bench.distill.report import render_markdown, summary
+from bench.distill.report import render_markdown, verdicts
 from bench.distill.results import BackendResult, Ingested, Report
 from bench.distill.workload import Shape, Trajectory, Workload
 from bench.reflect.drain import Setup, drain, post_batch
@@ -241,7 +242,7 @@ def main(argv: list[str] | None = None) -> int:
     progress(f"  done in {report.wall_s / 60:.1f} min")
     markdown = render_markdown(report)
     write_outputs(args.out, SECTION, asdict(report), markdown)
-    print(summary(report))
+    print(summary("distill", verdicts(report)))
     return 0
 
 

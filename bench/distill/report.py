@@ -1,4 +1,4 @@
-"""bench.distill's section of docs/benchmarks/distill.md, and the summary it prints."""
+"""bench.distill's section of docs/benchmarks/distill.md, and its verdicts (the summary it prints)."""
 
 from __future__ import annotations
 
@@ -277,7 +277,3 @@ def render_markdown(report: Report) -> str:
         *verdicts(report),
     ]
     return "\n".join(lines) + "\n"
-
-
-def summary(report: Report) -> str:
-    return "\n".join(["bench.distill:", *verdicts(report)])

@@ -48,7 +48,7 @@ import orjson
 from reflexa.binary_advantages import decode_response
 
 from bench.advantages.inprocess import FORMATS, InProcessApp, answer_advantages, floor, new_service, server_stages
-from bench.advantages.report import render_markdown, summary
+from bench.advantages.report import render_markdown, verdicts
 from bench.advantages.results import CaseResult, FormatResult, HttpRun, Report, TeacherResult
 from bench.advantages.teacher import (
     DirectClient,
@@ -65,6 +65,7 @@ from bench.common.databases import databases
 from bench.common.machine import MachineFacts
 from bench.common.output import progress, write_outputs
 from bench.common.processes import OFFLINE_ENV, server
+from bench.common.report import summary
 from migrations import upgrade
 
 SECTION = "advantages"
@@ -216,7 +217,7 @@ def main(argv: list[str] | None = None) -> int:
     progress(f"  done in {report.wall_s / 60:.1f} min")
     markdown = render_markdown(report)
     write_outputs(args.out, SECTION, asdict(report), markdown)
-    print(summary(report))
+    print(summary("advantages", verdicts(report)))
     return 0
 
 

@@ -1,4 +1,4 @@
-"""bench.advantages' section of docs/benchmarks/advantages.md, and the summary it prints."""
+"""bench.advantages' section of docs/benchmarks/advantages.md, and its verdicts (the summary it prints)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from bench.advantages.inprocess import FORMATS, STAGE_LABELS, Stages
 from bench.advantages.workload import HORIZONS, OPD_NAME
 from bench.common.cpu import BUSY_OTHER_PCT
 from bench.common.latency import percentile
+from bench.common.report import opening
 
 if TYPE_CHECKING:
     from bench.advantages.results import CaseResult, FormatResult, Report, TeacherResult
@@ -193,12 +194,11 @@ def render_markdown(report: Report) -> str:
     cfg, s, t = report.config, report.config["shape"], report.config["teacher"]
     turn = -(-s["tokens"] // s["turns"])
     lines = [
-        "## Shaped advantages and teacher scoring",
-        "",
-        f"Reproduce: `{report.command}` (this run took {report.wall_s / 60:.1f} min; `--quick` is 512 tokens per "
-        "trajectory and fewer repetitions, `--smoke` is seconds, for tests/bench).",
-        "",
-        report.machine.markdown(),
+        *opening(
+            "Shaped advantages and teacher scoring",
+            report,
+            "`--quick` is 512 tokens per trajectory and fewer repetitions, `--smoke` is seconds, for tests/bench",
+        ),
         "- Server: `python -m uvicorn service.app:create_app --factory --no-access-log --log-level warning` (like "
         "`reflexa serve`) on a fresh migrated SQLite database, its in-process worker off, the model-free embedder "
         "(neither route embeds), and a teacher endpoint (below) in `REFLEXA_TEACHER__*` (openai_completions with "
@@ -270,7 +270,3 @@ def render_markdown(report: Report) -> str:
         *verdicts(report),
     ]
     return "\n".join(lines) + "\n"
-
-
-def summary(report: Report) -> str:
-    return "\n".join(["bench.advantages:", *verdicts(report)])

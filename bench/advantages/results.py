@@ -4,13 +4,12 @@ that main fills in and report renders (neither imports the other's module)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from bench.advantages.inprocess import Floor, Stages
 from bench.advantages.teacher import DirectRun, TeacherRun
 from bench.advantages.workload import Case
 from bench.common.cpu import CpuUse
-from bench.common.machine import MachineFacts
+from bench.common.report import RunFacts
 
 
 @dataclass
@@ -46,11 +45,7 @@ class TeacherResult:
 
 
 @dataclass
-class Report:
-    command: str
-    small: bool
-    config: dict[str, Any]
-    machine: MachineFacts
+class Report(RunFacts):
     cases: list[CaseResult] = field(default_factory=list)
     teacher: list[TeacherResult] = field(default_factory=list)
     wall_s: float = 0.0

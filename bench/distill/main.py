@@ -34,7 +34,6 @@ It measures and reports; it asserts nothing about timings.
 
 from __future__ import annotations
 
-import argparse
 import os
 import secrets
 import sys
@@ -48,11 +47,13 @@ import httpx
 from sqlalchemy.engine import make_url
 
 from bench.common.api import NAMESPACE, headers
+from bench.common.cli import reproduce_command, suite_parser
 from bench.common.cpu import wait_for_quiet
 from bench.common.databases import Databases, databases
 from bench.common.machine import MachineFacts
-from bench.common.output import add_out_option, progress, write_outputs
+from bench.common.output import progress, write_outputs
 from bench.common.processes import proc_memory_mb, server
+from bench.common.report import summary
 from bench.distill.floor import ContextsFloor, copied_rows, export_floor
 from bench.distill.http_runs import (
     DATASETS,
@@ -62,7 +63,7 @@ from bench.distill.http_runs import (
     stream_export,
     take_snapshot,
 )
-from bench.distill.report import render_markdown, summary
+from bench.distill.report import render_markdown, verdicts
 from bench.distill.results import BackendResult, Ingested, Report
 from bench.distill.workload import Shape, Trajectory, Workload
 from bench.reflect.drain import Setup, drain, post_batch
@@ -220,31 +221,28 @@ def run(cfg: Config, backends: list[str], command: str, small: bool) -> Report:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.distill", description=__doc__.split("\n\n")[0])
-    size = parser.add_mutually_exclusive_group()
-    size.add_argument("--quick", action="store_true", help="a smaller memory, 2 batches: a few minutes")
-    size.add_argument("--smoke", action="store_true", help="tiny, SQLite only: seconds, for tests/bench")
+    parser = suite_parser(
+        "distill",
+        __doc__,
+        SECTION,
+        quick="a smaller memory, 2 batches: a few minutes",
+        smoke="tiny, SQLite only: seconds, for tests/bench",
+        out="The summary is always printed.",
+    )
     parser.add_argument(
         "--backend", action="append", choices=["sqlite", "postgres"], help="this backend (repeatable); default sqlite"
     )
-    add_out_option(parser, SECTION, "The summary is always printed.")
     args = parser.parse_args(argv)
     backends = args.backend or ["sqlite"]
     if args.smoke:
         backends = ["sqlite"]
     cfg = SMOKE if args.smoke else QUICK if args.quick else FULL
-    command = (
-        "python -m bench.distill"
-        + (" --quick" if args.quick else "")
-        + (" --smoke" if args.smoke else "")
-        + "".join(f" --backend {b}" for b in args.backend or [])
-        + "".join(f" --out {p}" for p in args.out if p.suffix == ".md")
-    )
+    command = reproduce_command(parser, args, *(f" --backend {b}" for b in args.backend or []))
     report = run(cfg, backends, command, args.quick or args.smoke)
     progress(f"  done in {report.wall_s / 60:.1f} min")
     markdown = render_markdown(report)
     write_outputs(args.out, SECTION, asdict(report), markdown)
-    print(summary(report))
+    print(summary("distill", verdicts(report)))
     return 0
 
 

@@ -1,4 +1,4 @@
-"""bench.distill's section of docs/benchmarks/distill.md, and the summary it prints."""
+"""bench.distill's section of docs/benchmarks/distill.md, and its verdicts (the summary it prints)."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import statistics
 from typing import TYPE_CHECKING
 
 from bench.common.cpu import BUSY_OTHER_PCT
+from bench.common.report import opening
 from bench.distill.http_runs import TEACHERS
 from service.distill.contexts.schemas import TeacherSpec
 
@@ -186,12 +187,12 @@ def render_markdown(report: Report) -> str:
     cfg, shape = report.config, report.config["shape"]
     teachers = ", ".join(f"`{t}`" for t in TEACHERS)
     lines = [
-        "## Distillation: teacher contexts and dataset export",
-        "",
-        f"Reproduce: `{report.command}` (this run took {report.wall_s / 60:.1f} min; `--quick` is a smaller memory "
-        "and 2 batches, a few minutes; `--smoke` is seconds, for tests/bench; `--backend postgres` for PostgreSQL).",
-        "",
-        report.machine.markdown(),
+        *opening(
+            "Distillation: teacher contexts and dataset export",
+            report,
+            "`--quick` is a smaller memory and 2 batches, a few minutes; `--smoke` is seconds, for tests/bench; "
+            "`--backend postgres` for PostgreSQL",
+        ),
         "- Server: `python -m uvicorn service.app:create_app --factory --no-access-log --log-level warning` (like "
         "`reflexa serve`) on a fresh migrated database, the default embedder (ONNX all-MiniLM-L6-v2, settings "
         "defaults), its in-process worker off: the reflection queue was drained by `reflexa worker` (default "
@@ -276,7 +277,3 @@ def render_markdown(report: Report) -> str:
         *verdicts(report),
     ]
     return "\n".join(lines) + "\n"
-
-
-def summary(report: Report) -> str:
-    return "\n".join(["bench.distill:", *verdicts(report)])

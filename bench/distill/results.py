@@ -4,9 +4,8 @@ report renders (neither imports the other's module)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
-from bench.common.machine import MachineFacts
+from bench.common.report import RunFacts
 from bench.distill.floor import ContextsFloorRun, ExportFloorRun
 from bench.distill.http_runs import ContextsRun, ExportRun, SnapshotRun
 from bench.reflect.drain import DrainResult
@@ -43,10 +42,6 @@ class BackendResult:
 
 
 @dataclass
-class Report:
-    command: str
-    small: bool
-    config: dict[str, Any]
-    machine: MachineFacts
+class Report(RunFacts):
     results: list[BackendResult]
     wall_s: float = 0.0

@@ -48,14 +48,16 @@ from typing import Any
 import httpx
 import numpy as np
 
-from bench.common.api import headers
+from bench.common.api import headers, wait_token
 from bench.common.cli import reproduce_command, suite_parser
 from bench.common.cpu import wait_for_quiet
 from bench.common.machine import MachineFacts
 from bench.common.output import progress, write_outputs
 from bench.common.processes import OFFLINE_ENV, embedder, server_env_overrides
+from bench.common.report import RunFacts, opening
 from bench.freshness.runs import (
     BacklogRun,
+    K,
     LagLevel,
     SearchableRound,
     backlog_run,
@@ -68,7 +70,6 @@ from bench.freshness.runs import (
     searchable_round,
     server_rss_mb,
     wait_drained,
-    wait_token,
 )
 
 SECTION = "freshness"
@@ -96,11 +97,7 @@ SMOKE = Config(5, 2, 1, (0.3,), 2.0, 0.1, 3, 1, 0.5)
 
 
 @dataclass
-class Report:
-    command: str
-    small: bool
-    config: dict[str, Any]
-    machine: MachineFacts
+class Report(RunFacts):
     versions: dict[str, str]
     worker: dict[str, Any]
     wall_s: float = 0.0
@@ -167,7 +164,7 @@ def _phases(cfg: Config, rep: Report, srv: Any, client: httpx.Client, enc: Any, 
     warm = episode("warm-0", rng, cfg.steps)
     r = client.post(f"/v1/namespaces/{NS}/trajectories", json=warm)
     r.raise_for_status()
-    wait_token(client, NS, r.json()["consistency_token"], probe_text(warm), 600).raise_for_status()
+    wait_token(client, NS, r.json()["consistency_token"], probe_text(warm), K, 600).raise_for_status()
     enc.encode(episode_texts(warm))
 
     progress(f"searchable: {cfg.rounds} rounds of {cfg.backlog} closed {cfg.steps}-step episodes")
@@ -225,12 +222,11 @@ def render_markdown(rep: Report) -> str:
     env = server_env_overrides()
     callers = wk["concurrency"]
     lines = [
-        "## Freshness (ingest to searchable)",
-        "",
-        f"Reproduce: `{rep.command}` (this run took {rep.wall_s / 60:.1f} min; `--quick` is one round and one "
-        "lag level, ~3 minutes; `--smoke` is seconds, for tests/bench).",
-        "",
-        rep.machine.markdown(),
+        *opening(
+            "Freshness (ingest to searchable)",
+            rep,
+            "`--quick` is one round and one lag level, ~3 minutes; `--smoke` is seconds, for tests/bench",
+        ),
         "- Versions: " + ", ".join(f"{k} {v}" for k, v in rep.versions.items()),
         f"- Machine load: 1-minute load average {rep.load_avg_start:.1f} at the start, {rep.load_avg_end:.1f} at "
         f"the end; other processes used {rep.quiet_before:.0f} % of a core just before the searchable rounds "

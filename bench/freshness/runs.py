@@ -34,7 +34,7 @@ from sqlalchemy.orm import Session
 
 from bench import REPO
 from bench.common.agent_states import unique_state
-from bench.common.api import headers
+from bench.common.api import headers, retrieve_body, wait_token
 from bench.common.cpu import CpuSample, CpuUse, tree_cpu_seconds
 from bench.common.latency import Latency
 from bench.common.processes import OFFLINE_ENV, free_port, proc_memory_mb, share_models, stop_group, wait_healthy
@@ -146,22 +146,6 @@ def probe_text(ep: dict[str, Any]) -> str:
 
 def found(items: list[dict[str, Any]], text: str) -> bool:
     return any(it.get("content", {}).get("observation") == text for it in items)
-
-
-def retrieve_body(text: str, **extra: Any) -> bytes:
-    return orjson.dumps({"state": {"observation": text}, "k": K, **extra})
-
-
-def wait_token(client: httpx.Client, ns: str, token: str, text: str, deadline_s: float) -> httpx.Response:
-    """Retrieve with the consistency token until it answers (504: not yet)."""
-    end = time.monotonic() + deadline_s
-    while True:
-        r = client.post(
-            f"/v1/namespaces/{ns}/retrieve",
-            content=retrieve_body(text, consistency_token=token, wait_timeout_ms=30_000),
-        )
-        if r.status_code != 504 or time.monotonic() > end:
-            return r
 
 
 # -- the jobs table --------------------------------------------------------------------------------------
@@ -280,7 +264,7 @@ def searchable_round(
         t0 = time.perf_counter()
         resp = client.post(f"/v1/namespaces/{ns}/trajectories/batch", content=body)
         resp.raise_for_status()
-        wait_token(client, ns, resp.json()["consistency_token"], probe_text(eps[-1]), 1800).raise_for_status()
+        wait_token(client, ns, resp.json()["consistency_token"], probe_text(eps[-1]), K, 1800).raise_for_status()
         elapsed = time.perf_counter() - t0
         use = CpuUse.between(before, CpuSample.take(srv.pid, None), cores)
         return elapsed, use, busiest_threads(threads0, thread_cpu_seconds(srv.pid))
@@ -414,7 +398,7 @@ def poll_probe(agents: Agents, ep: dict[str, Any], interval_s: float, deadline_s
         return out
     acked = time.perf_counter()
     text = probe_text(ep)
-    body = retrieve_body(text)
+    body = retrieve_body(text, K)
     while time.perf_counter() - acked < deadline_s:
         resp = http.post(f"/v1/namespaces/{agents.ns}/retrieve", content=body)
         if resp.status_code == 200 and found(resp.json()["items"], text):

@@ -58,6 +58,7 @@ from bench.common.latency import percentile
 from bench.common.machine import MachineFacts
 from bench.common.output import write_outputs
 from bench.common.processes import API_ONLY_ENV, server
+from bench.common.report import opening
 from migrations import upgrade
 from store.database import create_db_engine
 from store.models import Namespace, Step, Trajectory, utcnow
@@ -509,13 +510,12 @@ def _verdict(report: Report) -> list[str]:
 def render_markdown(report: Report) -> str:
     m, cfg = report.machine, report.config
     parts = [
-        "## Ingest",
-        "",
-        f"Reproduce: `{report.command}` (this run took {report.wall_s / 60:.1f} min; `--quick` is a "
-        "~1 minute smoke run). Profile the same load: `python -m bench.ingest --profile DIR` "
-        "(needs `pip install py-spy`).",
-        "",
-        m.markdown(),
+        *opening(
+            "Ingest",
+            report,
+            "`--quick` is a ~1 minute smoke run",
+            " Profile the same load: `python -m bench.ingest --profile DIR` (needs `pip install py-spy`).",
+        ),
         f"- Workload: {cfg['batch_steps']}-step batches with explicit indexes, "
         f"{cfg['batches_per_trajectory']} batches per trajectory (the first creates it, the rest "
         "append), then an outcome call closes it (outcome calls are not counted in steps/s, req/s "

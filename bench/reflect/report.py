@@ -6,6 +6,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from bench.common.machine import MachineFacts
+from bench.common.report import opening
 from bench.reflect.drain import DrainResult, IngestResult
 from bench.reflect.floor import FloorResult
 from bench.reflect.lag import LagResult
@@ -100,12 +101,7 @@ def _lag_table(lag: LagResult) -> list[str]:
 def render_markdown(rep: Report) -> str:
     s, m = rep.shape, rep.machine
     lines = [
-        "## Reflection workers",
-        "",
-        f"Reproduce: `{rep.command}` (this run took {rep.wall_s / 60:.1f} min; `--quick` is a smoke run of a "
-        "few minutes).",
-        "",
-        m.markdown(),
+        *opening("Reflection workers", rep, "`--quick` is a smoke run of a few minutes"),
         "- Versions: " + ", ".join(f"{k} {v}" for k, v in rep.versions.items()),
         f"- Workload: {s['trajectories']:,} closed trajectories (`bench/reflect/workload.py`): {s['tasks']} tasks "
         f"in {s['environments']} environments, each task a fixed route of 10-20 states (text-game, grid and web "

@@ -16,13 +16,13 @@ import httpx
 import orjson
 
 from bench.common.agent_states import unique_state
-from bench.common.api import headers
+from bench.common.api import headers, wait_token
 from bench.common.cpu import CpuSample, CpuUse, wait_for_quiet
 from bench.common.databases import Databases
 from bench.common.latency import Latency
 from bench.common.output import progress
 from bench.common.processes import proc_memory_mb
-from bench.retrieval.config import LAG_NS, Config
+from bench.retrieval.config import LAG_NS, Config, K
 from bench.retrieval.server import retrieve_body, serve
 from migrations import upgrade
 
@@ -67,18 +67,6 @@ def _trajectory(tag: str, rng: random.Random, steps: int, environment: str | Non
     }
 
 
-def _wait_token(client: httpx.Client, token: str, probe_text: str, deadline_s: float) -> httpx.Response:
-    """Retrieve with the consistency token until it answers (a 504 means: not yet)."""
-    end = time.monotonic() + deadline_s
-    while True:
-        r = client.post(
-            f"/v1/namespaces/{LAG_NS}/retrieve",
-            content=retrieve_body(probe_text, consistency_token=token, wait_timeout_ms=30_000),
-        )
-        if r.status_code != 504 or time.monotonic() > end:
-            return r
-
-
 def run_lag(cfg: Config, dbs: Databases, work: Path, backend: str) -> LagResult:
     progress("ingest-to-searchable (worker on)")
     url = dbs.url(backend, "lag")
@@ -95,7 +83,7 @@ def run_lag(cfg: Config, dbs: Databases, work: Path, backend: str) -> LagResult:
         # Warm-up: the first job loads nothing new, but the first retrieve builds an empty index.
         w = client.post(prefix, content=orjson.dumps(_trajectory("warm", rng, steps)))
         w.raise_for_status()
-        _wait_token(client, w.json()["consistency_token"], "warm-up", 120).raise_for_status()
+        wait_token(client, LAG_NS, w.json()["consistency_token"], "warm-up", K, 120).raise_for_status()
 
         # 1. Searchable throughput: a backlog of closed trajectories posted at once.
         wait_for_quiet(os.cpu_count() or 1, max_wait_s=cfg.quiet_wait_s)
@@ -104,7 +92,7 @@ def run_lag(cfg: Config, dbs: Databases, work: Path, backend: str) -> LagResult:
         t0 = time.perf_counter()
         r = client.post(prefix + "/batch", content=body)
         r.raise_for_status()
-        done = _wait_token(client, r.json()["consistency_token"], "backlog", 900)
+        done = wait_token(client, LAG_NS, r.json()["consistency_token"], "backlog", K, 900)
         capacity_s = time.perf_counter() - t0
         done.raise_for_status()
         items = cfg.lag_backlog * steps
@@ -197,7 +185,7 @@ def run_lag(cfg: Config, dbs: Databases, work: Path, backend: str) -> LagResult:
         cpu1 = CpuSample.take(srv.pid, None)
         # Everything the loader posted: searchable when its last token resolves.
         if posted:
-            _wait_token(client, posted[-1][1], "drain", 900).raise_for_status()
+            wait_token(client, LAG_NS, posted[-1][1], "drain", K, 900).raise_for_status()
         drained = time.perf_counter()
         rss, _ = proc_memory_mb(srv.pid)
     load_items = len(posted) * steps

@@ -10,6 +10,7 @@ from typing import Any
 
 from bench.common.machine import MachineFacts
 from bench.common.processes import server_env_overrides
+from bench.common.report import opening
 from bench.retrieval.lag import LagResult
 from bench.retrieval.size import SizeResult
 from service.settings import WorkerSettings
@@ -46,14 +47,11 @@ def _f(x: float, digits: int = 1) -> str:
 
 
 def render_markdown(rep: Report) -> str:
-    m, cfg = rep.machine, rep.config
+    cfg = rep.config
     lines = [
-        "## Retrieval",
-        "",
-        f"Reproduce: `{rep.command}` (this run took {rep.wall_s / 60:.1f} min; `--quick` is 10k items "
-        "and a small mem0 set, ~5 min; `--skip-mem0` leaves mem0 out).",
-        "",
-        m.markdown(),
+        *opening(
+            "Retrieval", rep, "`--quick` is 10k items and a small mem0 set, ~5 min; `--skip-mem0` leaves mem0 out"
+        ),
         "- Versions: " + ", ".join(f"{k} {v}" for k, v in rep.versions.items()),
         f"- Machine load: 1-minute load average {rep.load_avg_start:.1f} at the start, {rep.load_avg_end:.1f} at "
         "the end; CPU used by other processes just before each size's sequential runs: "

@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import orjson
 
 from bench import REPO
+from bench.common import api
 from bench.common.processes import OFFLINE_ENV, free_port, share_models, stop_group, wait_healthy
 from bench.retrieval.config import ID_PREFIX, K
 
@@ -66,7 +66,7 @@ def serve(url: str, key: str, data_dir: Path, *, worker: bool, stop_timeout_s: f
 
 
 def retrieve_body(text: str, **extra: Any) -> bytes:
-    return orjson.dumps({"state": {"observation": text}, "k": K, **extra})
+    return api.retrieve_body(text, K, **extra)
 
 
 def item_index(item_id: str) -> int:

@@ -11,7 +11,13 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 DOC = (REPO / "docs" / "architecture.md").read_text()
 SERVER = ("service", "store", "domain", "reflectors")
-TOP_LEVEL = (*SERVER, "migrations", "clients", "bench", "examples", "tests")
+# every folder of the repository but the prose, the packaging's output and hidden ones
+NOT_CODE = {"docs"}
+TOP_LEVEL = sorted(
+    p.name
+    for p in REPO.iterdir()
+    if p.is_dir() and not p.name.startswith((".", "_")) and not p.name.endswith(".egg-info") and p.name not in NOT_CODE
+)
 
 
 def _packages() -> list[str]:
@@ -29,6 +35,7 @@ def _modules() -> list[str]:
 
 def test_the_scan_finds_the_tree() -> None:
     assert "distill/" in _packages() and "trajectory_reader.py" in _modules()
+    assert {*SERVER, "migrations", "clients", "bench", "examples", "tests"} <= set(TOP_LEVEL)
 
 
 @pytest.mark.parametrize("name", [f"{top}/" for top in TOP_LEVEL])

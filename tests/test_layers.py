@@ -73,11 +73,13 @@ def test_every_repository_is_protected_for_its_own_domain() -> None:
         (tuple(c["protected_modules"]), tuple(c["allowed_importers"])) for c in contracts if c["type"] == "protected"
     }
     repositories = sorted(
-        ".".join(path.relative_to(REPO).with_suffix("").parts)
+        ".".join(path.relative_to(REPO).with_suffix("").parts).removesuffix(".__init__")
         for top in ("service", "reflectors", "domain")
-        for path in (REPO / top).rglob("repository.py")
+        for pattern in ("repository.py", "repository/__init__.py")  # a module, or a package of them
+        for path in (REPO / top).rglob(pattern)
     )
     assert repositories  # the scan found the tree
+    assert "service.operator.repository" in repositories
     for module in repositories:
         domain = module.rsplit(".", 1)[0]
         assert ((module,), (domain,)) in protected, f"{module} has no protected contract for {domain}"

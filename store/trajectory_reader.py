@@ -9,7 +9,7 @@ and step count, or the live ones) and `steps_of(view)` (only the steps that exis
 then), so one statement serves live and pinned reads. Statements are built once per
 shape and run with new parameters (ids, pks, keyset bounds): building one is most
 of a small read's cost, and a new statement per batch left reference cycles that
-outgrew the batch itself in a large export (tests/service/test_export.py).
+outgrew the batch itself in a large export (tests/service/export/test_export.py).
 """
 
 from __future__ import annotations

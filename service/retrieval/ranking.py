@@ -238,7 +238,7 @@ def scores(
     """`joint_similarity`, `relevance`, `utility`'s mean, `score` and the `rank_key`
     order over all of a request's candidates at once (NaN for a missing internal or
     lexical similarity). The same operations in the same order as the functions
-    above, so each value equals theirs to the last bit (tests/service/test_ranking.py);
+    above, so each value equals theirs to the last bit (tests/service/retrieval/test_ranking.py);
     a retrieve ranks ~100 candidates and a teacher-context batch ~100k, and the
     per-candidate Python calls were a tenth of the request."""
     w = settings.internal_weight

@@ -536,7 +536,7 @@ class RetrievalService:
             )
         u = c.utility
         # model_construct: every value is the server's own, already of its field's type
-        # (tests/service/test_retrieval_items.py); validating ~10 items for each of 1,280
+        # (tests/service/retrieval/test_retrieval_items.py); validating ~10 items for each of 1,280
         # states was a tenth of a teacher-context request.
         return RetrievedItem.model_construct(
             id=row.id,

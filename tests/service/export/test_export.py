@@ -47,7 +47,7 @@ HALL = {"room": "hall"}
 TAKE = {"tool": "take", "args": {"what": "key"}}
 HINT = "In a hall, go north, not south"
 DATASETS = ("trajectories", "sft", "preferences", "attempts")
-# A step that recorded no rollout (tests/service/test_rollout_records.py for one that did).
+# A step that recorded no rollout (tests/service/trajectories/test_rollout_records.py for one that did).
 NO_ROLLOUT = {"policy_version": None, "rollout_logprobs": None, "rollout_token_ids": None}
 
 

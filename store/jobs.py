@@ -19,6 +19,8 @@ from store.models import Job, Namespace, utcnow
 # The predicate of the partial unique index on dedup_key (store/models.py), spelled
 # the same so SQLite can match the conflict target to the index.
 QUEUED = "status = 'queued'"
+# Tries of a coalescing enqueue whose waiting job is claimed between its insert and its read.
+CLAIMED_BETWEEN_RETRIES = 3
 
 
 def create_job(
@@ -63,12 +65,16 @@ def create_job(
         .on_conflict_do_nothing(index_elements=["dedup_key"], index_where=text(QUEUED))
         .returning(Job.id)
     )
-    job_id = session.scalar(stmt)
-    if job_id is None:  # a job with this key is waiting: that one does the work
-        job_id = session.scalar(select(Job.id).where(Job.dedup_key == dedup_key, Job.status == "queued"))
-    if job_id is None:
-        raise RuntimeError(f"job {dedup_key!r} neither queued nor found")  # only a concurrent delete does this
-    return job_id
+    for _ in range(CLAIMED_BETWEEN_RETRIES):
+        job_id = session.scalar(stmt)
+        if job_id is None:  # a job with this key is waiting: that one does the work
+            job_id = session.scalar(select(Job.id).where(Job.dedup_key == dedup_key, Job.status == "queued"))
+        if job_id is not None:
+            return job_id
+        # The waiting job was claimed between the two statements (PostgreSQL's read
+        # committed gives each statement its own snapshot): it may have read its inputs
+        # already, so the work is queued again, as after any claim.
+    raise RuntimeError(f"job {dedup_key!r} neither queued nor found")  # claimed at every try: not expected
 
 
 def count_jobs_by_status(session: Session) -> dict[tuple[str, str], int]:

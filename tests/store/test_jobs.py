@@ -129,3 +129,28 @@ def test_starved_jobs_go_first_on_an_ageing_claim(db: Database) -> None:
     with db.write() as s:
         ageing = [j.id for j in jobs.claim_jobs(s, worker_id="b", limit=2, lease_seconds=60, starved_after=5)]
     assert ageing == [old, fresh[2]]  # the starved job first, then priority order
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("database_url", ["postgres"], indirect=True)  # SQLite has one writer: no interleaving
+def test_a_coalescing_enqueue_queues_again_when_the_waiting_job_is_claimed_meanwhile(db: Database) -> None:
+    """On PostgreSQL each statement reads its own snapshot: the insert sees a queued job
+    with the key (and does nothing), then a worker claims it and commits before the read
+    of the queued job. The enqueue must queue the work again (found by the soak: a
+    `trajectory.closed` job failed with "neither queued nor found")."""
+    from sqlalchemy import event
+
+    waiting = enqueue(db, "card", once=False)
+    claimed: list[int] = []
+
+    def claim_before_the_read(conn: object, cursor: object, statement: str, *args: object) -> None:
+        if not claimed and statement.lstrip().upper().startswith("SELECT") and "jobs.status" in statement:
+            with db.write() as other:  # another connection: a worker's claim, committed
+                claimed.extend(j.id for j in jobs.claim_jobs(other, worker_id="w", limit=5, lease_seconds=60))
+
+    with db.write() as s:
+        event.listen(s.connection(), "before_cursor_execute", claim_before_the_read)
+        again = jobs.create_job(s, namespace="q", kind="k", payload={"key": "card"}, dedup_key="card", once=False)
+    assert claimed == [waiting]  # the interleaving happened
+    assert again != waiting and status(db, again).status == "queued"
+    assert status(db, waiting).status == "running"

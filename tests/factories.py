@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable
+from datetime import datetime
 from types import SimpleNamespace
 from typing import Any
 
@@ -42,10 +43,12 @@ from domain.reflections import ReflectionDraft
 from domain.settings import NamespaceSettings
 from reflectors.exemplars import build_exemplars
 from store import embeddings as embeddings_repo
+from store import evidence as evidence_repo
 from store import index_feed
 from store import reflections as reflections_repo
 from store import trajectories as trajectories_repo
 from store.database import Database
+from store.evidence import EvidenceIn
 from store.models import Namespace, Reflection, utcnow
 
 # -- request bodies ---------------------------------------------------------------
@@ -196,3 +199,30 @@ def exemplar_draft(
 def unique(prefix: str) -> str:
     """A name no other test uses (tests on one live server share its namespaces)."""
     return f"{prefix}-{uuid.uuid4().hex[:12]}"
+
+
+def add_cited_reflections(db: Database, model: str, long_ago: datetime) -> dict[str, int]:
+    """Two trajectories (tea by ann on v1, coffee by bob on v2) in namespace "mem" and
+    the reflections distilled from them: "tea" (created `long_ago`) and "coffee"
+    exemplars, a "both" heuristic citing each, "bare" with no vector of `model`, and
+    "far", namespace "other"'s. Name -> reflection pk."""
+    with db.write() as s:
+        tea = add_trajectory(s, "mem", "tea", task="make tea", agent="ann", policy_version="v1", success=True)
+        coffee = add_trajectory(s, "mem", "coffee", task="make coffee", agent="bob", policy_version="v2", success=False)
+        other = add_trajectory(s, "other", "tea", task="make tea")
+        rows = {
+            "tea": add_reflection(s, "mem", "tea", status="active", environment="house"),
+            "coffee": add_reflection(s, "mem", "coffee", status="active", environment="house", content={"a": [1]}),
+            "both": add_reflection(s, "mem", "both", kind="heuristic", environment="garden"),
+            "bare": add_reflection(s, "mem", "bare", status="active", environment="house"),
+            "far": add_reflection(s, "other", "far", status="active", environment="house"),
+        }
+        rows["tea"].created_at = long_ago
+        add_vectors(s, rows["tea"], model, state=unit(1, 0, 0))
+        add_vectors(s, rows["coffee"], model, state=unit(0, 1, 0), internal=unit(0, 0, 1))
+        add_vectors(s, rows["both"], model, state=unit(1, 1, 0))
+        add_vectors(s, rows["bare"], "another-model", state=unit(1, 0, 0))
+        add_vectors(s, rows["far"], model, state=unit(1, 0, 0))
+        for name, cited in (("tea", [tea]), ("coffee", [coffee]), ("both", [tea, coffee]), ("far", [other])):
+            evidence_repo.create_evidence(s, rows[name].pk, [EvidenceIn(t, 0, 0) for t in cited])
+        return {name: row.pk for name, row in rows.items()}

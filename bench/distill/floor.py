@@ -7,7 +7,7 @@ step's query texts (state and internal state, made by the server's own functions
 through the embedder the server builds (`service.container.make_embedder(Settings())`,
 one `encode` call), an exact search of the snapshot's vectors (a numpy matrix
 product per (kind, field), top `MIN_FETCH`), and the candidate rows of what it
-found, read as the server reads them for a batch (`store.retrievals.list_candidates`
+found, read as the server reads them for a batch (`service.retrieval.repository.list_candidates`
 once with the row filters, `list_citations` once, each trajectory's leakage filters
 applied to the citations in Python). No ranking (vector or lexical), no rendering, no
 response.
@@ -38,8 +38,8 @@ from domain.state_text import internal_text, state_text
 from service.distill import repository as distill_repo
 from service.distill.contexts.schemas import DEFAULT_ATTEMPTS, DEFAULT_MEMORY_KINDS
 from service.export.service import EXPORTED_STEP_COLUMNS, ExportService, chunked
+from service.retrieval import repository as retrieval_repo
 from service.retrieval.candidates import MIN_FETCH
-from store import retrievals as retrieval_repo
 from store import snapshots as snapshots_repo
 from store import trajectory_reader as reader
 from store.models import SnapshotEmbedding, SnapshotEvidence, SnapshotReflection, SnapshotTrajectory

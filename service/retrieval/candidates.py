@@ -14,10 +14,10 @@ from domain.hashing import text_hash
 from domain.reflections import TASK_KEYED
 from domain.settings import NamespaceSettings
 from domain.state_text import internal_text, state_text, task_query_text
+from service.retrieval import repository as repo
 from service.retrieval.lexical_terms import TermCounts
 from service.retrieval.schemas import RetrieveRequest
 from store import lexical as lexical_repo
-from store import retrievals as repo
 from store.database import Database
 from store.embedding.base import Embedder
 from store.index_registry import IndexRegistry

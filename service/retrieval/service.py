@@ -26,6 +26,7 @@ from service.auth import Permission, Principal
 from service.limits.checks import LimitChecker
 from service.namespaces.service import NamespaceService
 from service.retrieval import holdout, ranking
+from service.retrieval import repository as repo
 from service.retrieval.candidates import CandidateSearch, Hits, Query
 from service.retrieval.consistency import wait_for
 from service.retrieval.credit import credit_retrieval
@@ -43,7 +44,7 @@ from service.retrieval.schemas import (
 )
 from service.snapshots.service import SnapshotService
 from store import evidence as evidence_repo
-from store import retrievals as repo
+from store import retrievals as retrievals_repo
 from store import snapshots as snapshots_repo
 from store.database import Database
 from store.embedding.base import Embedder
@@ -275,7 +276,7 @@ class RetrievalService:
                 query = req.model_dump(mode="json", exclude={"consistency_token", "wait_timeout_ms", "render"})
                 if req.render is not None:
                     query["render"] = req.render.model_dump(mode="json")
-                repo.create_retrieval(
+                retrievals_repo.create_retrieval(
                     session,
                     id=rid,
                     namespace=ns,
@@ -575,7 +576,7 @@ class RetrievalService:
                 ns,
                 "retrieval",
                 retrieval_id,
-                lambda: repo.read_retrieval(session, ns, retrieval_id),
+                lambda: retrievals_repo.read_retrieval(session, ns, retrieval_id),
                 field="retrieval_id",
             )
             return credit_retrieval(session, ns, retrieval_id, body)

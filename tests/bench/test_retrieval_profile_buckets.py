@@ -26,6 +26,7 @@ MODULES = (
     "store.embedding.cache",
     "store.vectors.index",
     "store.lexical",
+    "service.retrieval.repository",
     "store.retrievals",
     "store.evidence",
     "store.database",

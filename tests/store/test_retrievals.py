@@ -1,32 +1,23 @@
-"""Retrieval queries in the store (store/retrievals.py) on SQLite and PostgreSQL:
-candidates with their vectors, filtered by kind, status, environment, agent, policy
-and time, with the leakage guards (tasks and trajectories excluded through the
-evidence); the retrieval log; outcome credit to every served item, only the ones
+"""The retrieval log's tables (store/retrievals.py) on SQLite and PostgreSQL: the
+retrieval log; outcome credit to every served item, only the ones
 acted on or only the top ranks, with the namespace's outcome counters; open
 retrievals of an episode."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import replace
 from datetime import UTC, datetime
 
-import numpy as np
 import pytest
 from sqlalchemy import delete, func, select
 
-from domain.hashing import task_hash
-from store import evidence as evidence_repo
 from store import namespaces as namespaces_repo
 from store import retrievals as retrievals_repo
 from store.database import Database
-from store.evidence import EvidenceIn
 from store.models import Reflection, ReflectionServed, RetrievalItem
-from store.retrievals import CandidateFilters
-from tests.factories import add_reflection, add_trajectory, add_vectors, make_db, unit
+from tests.factories import add_cited_reflections, make_db
 
 MODEL = "test-model"
-ALL = CandidateFilters(kinds=["exemplar", "heuristic"], statuses=["candidate", "active"])
 LONG_AGO = datetime(2024, 1, 1, tzinfo=UTC)
 
 
@@ -39,76 +30,7 @@ def db(database_url: str) -> Iterator[Database]:
 
 @pytest.fixture
 def pks(db: Database) -> dict[str, int]:
-    """Two trajectories (tea by ann on v1, coffee by bob on v2) and the reflections
-    distilled from them: "tea" and "coffee" exemplars, a "both" heuristic citing
-    each, "bare" with no vector of the model, and "far", another namespace's."""
-    with db.write() as s:
-        tea = add_trajectory(s, "mem", "tea", task="make tea", agent="ann", policy_version="v1", success=True)
-        coffee = add_trajectory(s, "mem", "coffee", task="make coffee", agent="bob", policy_version="v2", success=False)
-        other = add_trajectory(s, "other", "tea", task="make tea")
-        rows = {
-            "tea": add_reflection(s, "mem", "tea", status="active", environment="house"),
-            "coffee": add_reflection(s, "mem", "coffee", status="active", environment="house", content={"a": [1]}),
-            "both": add_reflection(s, "mem", "both", kind="heuristic", environment="garden"),
-            "bare": add_reflection(s, "mem", "bare", status="active", environment="house"),
-            "far": add_reflection(s, "other", "far", status="active", environment="house"),
-        }
-        rows["tea"].created_at = LONG_AGO
-        add_vectors(s, rows["tea"], MODEL, state=unit(1, 0, 0))
-        add_vectors(s, rows["coffee"], MODEL, state=unit(0, 1, 0), internal=unit(0, 0, 1))
-        add_vectors(s, rows["both"], MODEL, state=unit(1, 1, 0))
-        add_vectors(s, rows["bare"], "another-model", state=unit(1, 0, 0))
-        add_vectors(s, rows["far"], MODEL, state=unit(1, 0, 0))
-        for name, cited in (("tea", [tea]), ("coffee", [coffee]), ("both", [tea, coffee]), ("far", [other])):
-            evidence_repo.create_evidence(s, rows[name].pk, [EvidenceIn(t, 0, 0) for t in cited])
-        return {name: row.pk for name, row in rows.items()}
-
-
-def candidates(db: Database, pks: dict[str, int], f: CandidateFilters = ALL, model: str = MODEL) -> set[str]:
-    with db.read() as s:
-        return {c.id for c in retrievals_repo.list_candidates(s, "mem", list(pks.values()), f, model)}
-
-
-def test_candidates_carry_their_fields_and_vectors(db: Database, pks: dict[str, int]) -> None:
-    # "bare" has no vector of this model and "far" lives in another namespace.
-    assert candidates(db, pks) == {"tea", "coffee", "both"}
-    with db.read() as s:
-        [coffee] = retrievals_repo.list_candidates(s, "mem", [pks["coffee"]], ALL, MODEL)
-        assert (coffee.pk, coffee.kind, coffee.status, coffee.version, coffee.environment) == (
-            pks["coffee"],
-            "exemplar",
-            "active",
-            1,
-            "house",
-        )
-        assert coffee.content == {"a": [1]} and coffee.text == "text of coffee"
-        assert (coffee.uses, coffee.successes, coffee.failures) == (0, 0, 0)
-        assert set(coffee.vectors) == {"state", "internal"}
-        assert np.allclose(coffee.vectors["state"], unit(0, 1, 0)) and coffee.vectors["state"].dtype == np.float32
-        assert np.allclose(coffee.vectors["internal"], unit(0, 0, 1))
-        assert retrievals_repo.list_candidates(s, "mem", [], ALL, MODEL) == []
-    assert candidates(db, pks, model="another-model") == {"bare"}
-
-
-def test_candidate_filters_and_leakage_guards(db: Database, pks: dict[str, int]) -> None:
-    assert candidates(db, pks, replace(ALL, kinds=["exemplar"])) == {"tea", "coffee"}
-    assert candidates(db, pks, replace(ALL, kinds=["skill"])) == set()
-    assert candidates(db, pks, replace(ALL, statuses=["active"])) == {"tea", "coffee"}
-    assert candidates(db, pks, replace(ALL, statuses=["candidate"])) == {"both"}
-    assert candidates(db, pks, replace(ALL, environment="garden")) == {"both"}
-    assert candidates(db, pks, replace(ALL, environment="elsewhere")) == set()
-    # Agent and policy: some cited trajectory must match.
-    assert candidates(db, pks, replace(ALL, agent="bob")) == {"coffee", "both"}
-    assert candidates(db, pks, replace(ALL, policy_version="v1")) == {"tea", "both"}
-    assert candidates(db, pks, replace(ALL, agent="carol")) == set()
-    # Leakage guards: anything distilled from an excluded task or trajectory is out.
-    assert candidates(db, pks, replace(ALL, exclude_task_hashes=[task_hash("make tea")])) == {"coffee"}
-    assert candidates(db, pks, replace(ALL, exclude_task_hashes=[task_hash("make cocoa")])) == {"tea", "coffee", "both"}
-    assert candidates(db, pks, replace(ALL, exclude_trajectory_ids=["coffee"])) == {"tea"}
-    assert candidates(db, pks, replace(ALL, exclude_trajectory_ids=["nope"])) == {"tea", "coffee", "both"}
-    # Only what existed at `as_of`.
-    assert candidates(db, pks, replace(ALL, as_of=datetime(2024, 6, 1, tzinfo=UTC))) == {"tea"}
-    assert candidates(db, pks, replace(ALL, as_of=datetime(2023, 1, 1, tzinfo=UTC))) == set()
+    return add_cited_reflections(db, MODEL, LONG_AGO)
 
 
 def served(db: Database, rid: str, pks: list[int]) -> None:

@@ -18,6 +18,7 @@ from domain.jobs import Dedup, Lane, Priority, declare
 from domain.reflections import ReflectionDraft
 from domain.settings import NamespaceSettings
 from domain.state_text import task_query_text
+from reflectors import repository
 from reflectors.derived import Derived, upsert_derived
 from reflectors.embed import encode_texts
 from reflectors.registry import Reflector, register
@@ -69,8 +70,8 @@ class EvidenceCardReflector:
         ns, task, task_hash = job.namespace, job.payload["task"], job.payload["task_hash"]
         with self.db.read() as session:
             groups = read_settings(session, ns).reflection.evidence_cards.groups
-            group_ids = trajectories_repo.list_latest_group_ids(session, ns, task_hash, groups)
-            trajectories = trajectories_repo.list_closed_in_groups(session, ns, task_hash, group_ids)
+            group_ids = repository.list_latest_group_ids(session, ns, task_hash, groups)
+            trajectories = repository.list_closed_in_groups(session, ns, task_hash, group_ids)
             steps = trajectories_repo.list_steps_for(session, [t.pk for t in trajectories])
         if not trajectories:
             return None

@@ -1,15 +1,17 @@
 """What reflectors read to do their work: an environment's exemplars with their
-state vectors, an LLM pool with its vectors, what a reflector already wrote."""
+state vectors, an LLM pool with its vectors, what a reflector already wrote, and
+a task's closed attempts to contrast (its latest rollout groups, its recent
+attempts with a known outcome)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
 import numpy as np
-from sqlalchemy import ColumnElement, select
+from sqlalchemy import ColumnElement, func, select
 from sqlalchemy.orm import Session
 
-from store.models import Embedding, LexicalText, Reflection, ReflectionEvidence
+from store.models import Embedding, LexicalText, Reflection, ReflectionEvidence, Trajectory
 
 # A reflection's state vector (of whichever model: the query names it).
 _STATE_VECTOR = (Embedding.reflection_pk == Reflection.pk) & (Embedding.field == "state")
@@ -111,3 +113,48 @@ def list_exemplar_state_texts(session: Session, namespace: str, model: str, limi
         .limit(limit)
     )
     return [(text, np.frombuffer(blob, dtype="<f4")) for text, blob in session.execute(stmt)]
+
+
+def list_latest_group_ids(session: Session, namespace: str, task_hash: str, limit: int) -> list[str]:
+    """The rollout groups of a task with the most recently closed trajectories."""
+    stmt = (
+        select(Trajectory.group_id)
+        .where(
+            Trajectory.namespace == namespace,
+            Trajectory.task_hash == task_hash,
+            Trajectory.status == "closed",
+            Trajectory.group_id.is_not(None),
+        )
+        .group_by(Trajectory.group_id)
+        .order_by(func.max(Trajectory.closed_at).desc(), Trajectory.group_id)
+        .limit(limit)
+    )
+    return [g for g in session.scalars(stmt) if g is not None]
+
+
+def list_closed_in_groups(session: Session, namespace: str, task_hash: str, group_ids: list[str]) -> list[Trajectory]:
+    if not group_ids:
+        return []
+    stmt = select(Trajectory).where(
+        Trajectory.namespace == namespace,
+        Trajectory.task_hash == task_hash,
+        Trajectory.status == "closed",
+        Trajectory.group_id.in_(group_ids),
+    )
+    return list(session.scalars(stmt.order_by(Trajectory.pk)))
+
+
+def list_recent_closed_with_outcome(session: Session, namespace: str, task_hash: str, limit: int) -> list[Trajectory]:
+    """The task's most recently closed trajectories whose success is known, newest first."""
+    stmt = (
+        select(Trajectory)
+        .where(
+            Trajectory.namespace == namespace,
+            Trajectory.task_hash == task_hash,
+            Trajectory.status == "closed",
+            Trajectory.success.is_not(None),
+        )
+        .order_by(Trajectory.closed_at.desc(), Trajectory.pk.desc())
+        .limit(limit)
+    )
+    return list(session.scalars(stmt))

@@ -24,6 +24,7 @@ from domain.jobs import Dedup, Lane, Priority, declare
 from domain.reflections import ReflectionDraft
 from domain.settings import NamespaceSettings
 from domain.state_text import task_query_text
+from reflectors import repository
 from reflectors.embed import encode_texts, write_vectors
 from reflectors.llm_client import LLMClient
 from reflectors.llm_client.schemas import Criterion, RubricOut
@@ -125,9 +126,7 @@ class RubricsReflector:
             cfg = settings.reflection.llm
             if not cfg.enabled or "rubrics" not in cfg.reflectors:
                 return None
-            recent = trajectories_repo.list_recent_closed_with_outcome(
-                session, ns, task_hash, LOOKBACK * cfg.rubric_attempts
-            )
+            recent = repository.list_recent_closed_with_outcome(session, ns, task_hash, LOOKBACK * cfg.rubric_attempts)
             attempts = pick_attempts(recent, cfg.rubric_attempts)
             if not mixed(attempts):
                 return None
@@ -221,7 +220,7 @@ def queue_rubric(session: Session, traj: Trajectory, settings: NamespaceSettings
     cfg = settings.reflection.llm
     if traj.step_count == 0 or traj.success is None or "rubrics" not in cfg.reflectors:
         return
-    recent = trajectories_repo.list_recent_closed_with_outcome(
+    recent = repository.list_recent_closed_with_outcome(
         session, traj.namespace, traj.task_hash, LOOKBACK * cfg.rubric_attempts
     )
     if mixed(pick_attempts(recent, cfg.rubric_attempts)):

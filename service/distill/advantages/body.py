@@ -1,10 +1,15 @@
 """The bodies of POST /v1/distill/advantages, in and out: JSON (the default) or the
 binary layout of service.distill.advantages.binary, chosen by Content-Type and Accept.
 
-A JSON body is parsed once, by orjson; each per-token list of numbers becomes a
-numpy array in one call, and pydantic validates the rest (ids, params, the
-structure) with those lists left out, so no Python code runs per token. The answers
-to bad input are the ones FastAPI's own body validation gave, to the letter:
+A JSON body is parsed once. simdjson parses it first: each per-token list of
+numbers is copied into a numpy array by simdjson's C++ (no Python float is made),
+and pydantic validates the rest (ids, params, the structure) with those lists left
+out, so no Python code runs per token. A body simdjson reads differently from
+orjson, or whose lists are not plain numbers, goes to the orjson path instead (a
+byte order mark, a list that may hold a list, any error): there each list becomes
+a numpy array in one call. Both give the same request to the bit (a property test
+compares them). The answers to bad input are the ones FastAPI's own body
+validation gave, to the letter:
 
 - anything orjson refuses (NaN, Infinity, lone surrogates, invalid UTF-8 or JSON)
   and any body that may hold a JSON true / false inside a list (numpy would read it
@@ -23,11 +28,13 @@ model's own serializer): the same JSON, number for number, as the response model
 from __future__ import annotations
 
 import json
+import queue
 from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 import orjson
+import simdjson
 from fastapi import Response
 from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
@@ -141,6 +148,141 @@ def _take_json_arrays(doc: Any) -> dict[Slot, np.ndarray]:
     return taken
 
 
+class _Fallback(Exception):
+    """simdjson's reading may differ from orjson's here: take the orjson path."""
+
+
+_BOM = b"\xef\xbb\xbf"  # simdjson skips it, orjson refuses the body
+# Parsers kept for reuse (one per core of the reference machine): each keeps buffers
+# the size of the largest body it parsed, so a thread pool must not keep one each.
+PARSERS_KEPT = 2
+_PARSERS: queue.SimpleQueue[simdjson.Parser] = queue.SimpleQueue()
+
+
+def _may_nest_lists(raw: bytes) -> bool:
+    """A `[` after `[` or `,`: possibly a list inside a list, which simdjson's
+    as_buffer would flatten where the schema refuses it. Only costs the orjson path."""
+    i = raw.find(b"[")
+    while i != -1:
+        j = i - 1
+        while j >= 0 and raw[j] in b" \t\r\n":
+            j -= 1
+        if j >= 0 and raw[j] in b"[,":
+            return True
+        i = raw.find(b"[", i + 1)
+    return False
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, simdjson.Object):
+        return value.as_dict()
+    if isinstance(value, simdjson.Array):
+        return value.as_list()
+    return value
+
+
+def _unique_items(element: simdjson.Object) -> Iterator[tuple[str, Any]]:
+    """An object's members, lazily (`items()` would make Python lists of them all);
+    a repeated key (orjson keeps the last) takes the orjson path."""
+    keys = list(element.keys())
+    if len(set(keys)) != len(keys):
+        raise _Fallback
+    for key in keys:
+        yield key, element[key]
+
+
+class _SimdReader:
+    """One body's walk: the per-token lists as numpy arrays, the rest as Python."""
+
+    def __init__(self) -> None:
+        self.taken: dict[Slot, np.ndarray] = {}
+
+    def take(self, value: Any, slot: Slot, of_type: str) -> Any:
+        if not isinstance(value, simdjson.Array):
+            return _plain(value)  # not a list: pydantic names it, as on the orjson path
+        try:
+            buffer = value.as_buffer(of_type=of_type)
+        except (TypeError, ValueError):  # not all numbers of that type: the orjson path decides
+            raise _Fallback from None
+        self.taken[slot] = np.frombuffer(buffer, dtype=np.float64 if of_type == "d" else np.int64)
+        return []
+
+    def logprobs(self, gi: int, ti: int, element: Any) -> Any:
+        if not isinstance(element, simdjson.Object):
+            return _plain(element)
+        out: dict[str, Any] = {}
+        for kind, value in _unique_items(element):
+            if kind not in LOGPROB_KINDS + NAMED_KINDS:
+                out[kind] = _plain(value)
+            elif isinstance(value, simdjson.Object):
+                field = f"logprobs.{kind}"
+                out[kind] = {name: self.take(v, (gi, ti, field, name), "d") for name, v in _unique_items(value)}
+            else:
+                out[kind] = self.take(value, (gi, ti, f"logprobs.{kind}", None), "d")
+        return out
+
+    def trajectory(self, gi: int, ti: int, element: Any) -> Any:
+        if not isinstance(element, simdjson.Object):
+            return _plain(element)
+        out: dict[str, Any] = {}
+        for key, value in _unique_items(element):
+            if key in FLOAT_FIELDS:
+                out[key] = self.take(value, (gi, ti, key, None), "d")
+            elif key in INT_FIELDS:
+                out[key] = self.take(value, (gi, ti, key, None), "i")
+            elif key == "logprobs":
+                out[key] = self.logprobs(gi, ti, value)
+            else:
+                out[key] = _plain(value)
+        return out
+
+    def group(self, gi: int, element: Any) -> Any:
+        if not isinstance(element, simdjson.Object):
+            return _plain(element)
+        out: dict[str, Any] = {}
+        for key, value in _unique_items(element):
+            if key == "trajectories" and isinstance(value, simdjson.Array):
+                out[key] = [self.trajectory(gi, ti, t) for ti, t in enumerate(value)]
+            else:
+                out[key] = _plain(value)
+        return out
+
+    def body(self, root: Any) -> dict[str, Any]:
+        if not isinstance(root, simdjson.Object):
+            raise _Fallback
+        out: dict[str, Any] = {}
+        for key, value in _unique_items(root):
+            if key == "groups" and isinstance(value, simdjson.Array):
+                out[key] = [self.group(gi, g) for gi, g in enumerate(value)]
+            else:
+                out[key] = _plain(value)
+        return out
+
+
+def _simd_json_arrays(raw: bytes) -> tuple[dict[str, Any], dict[Slot, np.ndarray]]:
+    """What `orjson.loads` and `_take_json_arrays` give, read by simdjson; _Fallback
+    where the two readings could differ."""
+    if raw.startswith(_BOM) or _may_nest_lists(raw):
+        raise _Fallback
+    try:
+        parser = _PARSERS.get_nowait()
+    except queue.Empty:
+        parser = simdjson.Parser()
+    reader = _SimdReader()
+    try:
+        root = parser.parse(raw)
+        try:
+            doc = reader.body(root)
+        finally:
+            del root  # the parser is reusable only once nothing refers into its document
+    except (ValueError, TypeError, RuntimeError, UnicodeDecodeError):  # simdjson's errors: orjson words them
+        raise _Fallback from None
+    finally:
+        if _PARSERS.qsize() < PARSERS_KEPT:
+            _PARSERS.put(parser)
+    return doc, reader.taken
+
+
 def _put_arrays(body: AdvantagesRequest, arrays: dict[Slot, np.ndarray]) -> None:
     """The arrays back where pydantic validated [] (the service reads lists or arrays alike)."""
     for (gi, ti, field, name), arr in arrays.items():
@@ -193,10 +335,13 @@ def decode_json(raw: bytes, content_type: str | None, max_chars: int) -> Advanta
     if not _is_json(content_type) or _may_hold_bool_items(raw):
         return _slow_json(raw, content_type, max_chars)
     try:
-        doc = orjson.loads(raw)
-        arrays = _take_json_arrays(doc)
-    except (orjson.JSONDecodeError, _SlowPath):
-        return _slow_json(raw, content_type, max_chars)
+        doc, arrays = _simd_json_arrays(raw)
+    except _Fallback:
+        try:
+            doc = orjson.loads(raw)
+            arrays = _take_json_arrays(doc)
+        except (orjson.JSONDecodeError, _SlowPath):
+            return _slow_json(raw, content_type, max_chars)
     check_json(doc, "", max_chars)  # the storable check, on what is left (the taken arrays hold only numbers)
     body = _validate(doc)
     _put_arrays(body, arrays)

@@ -29,7 +29,9 @@ from migrations import upgrade
 from service.app import create_app
 from service.container import Services
 from service.settings import Settings
+from store.database import Database
 from store.embedding import Embedder, build_embedder
+from tests.factories import CITED_LONG_AGO, CITED_MODEL, add_cited_reflections, make_db
 from tests.reflectors.openai_server import ScriptedLLM, serve_scripted_llm
 
 PG_ADMIN_URL = os.environ.get("REFLEXA_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
@@ -276,3 +278,17 @@ def live_server_any(database_url: str, tmp_path: Path) -> Iterator[LiveServer]:
     server = start_server(database_url, tmp_path, log=tmp_path / "server.log")
     yield server
     server.stop()
+
+
+@pytest.fixture
+def cited_db(database_url: str) -> Iterator[Database]:
+    """Namespaces "mem" and "other" holding tests.factories.add_cited_reflections' rows."""
+    db = make_db(database_url, "mem", "other")
+    yield db
+    db.dispose()
+
+
+@pytest.fixture
+def cited_pks(cited_db: Database) -> dict[str, int]:
+    """Name -> pk of cited_db's reflections (vectors of CITED_MODEL)."""
+    return add_cited_reflections(cited_db, CITED_MODEL, CITED_LONG_AGO)

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable
-from datetime import datetime
+from datetime import UTC, datetime
 from types import SimpleNamespace
 from typing import Any
 
@@ -199,6 +199,10 @@ def exemplar_draft(
 def unique(prefix: str) -> str:
     """A name no other test uses (tests on one live server share its namespaces)."""
     return f"{prefix}-{uuid.uuid4().hex[:12]}"
+
+
+CITED_MODEL = "test-model"  # add_cited_reflections' vectors, in the cited_db fixture
+CITED_LONG_AGO = datetime(2024, 1, 1, tzinfo=UTC)  # when its "tea" was created there
 
 
 def add_cited_reflections(db: Database, model: str, long_ago: datetime) -> dict[str, int]:

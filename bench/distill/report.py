@@ -246,7 +246,8 @@ def render_markdown(report: Report) -> str:
         "of `service.container.make_embedder(Settings())` (its cache kept across batches, as the server's is); an "
         "exact search of the snapshot's vectors per (kind, field) (numpy matrix product, top 50 as the server "
         "fetches); the candidate rows of what it found, read as the server reads them for a batch "
-        "(`service.retrieval.repository.list_candidates` once with the row filters, `list_citations` once, each trajectory's "
+        "(`service.retrieval.repository.list_candidates` once with the row filters, `list_citations` once, "
+        "each trajectory's "
         "leakage filters applied in Python). No ranking (vector or lexical), rendering or response. "
         + "; ".join(
             f"{r.backend}: the snapshot's {r.floor_vectors:,} vectors loaded once in {r.floor_load_s:.2f} s (not "

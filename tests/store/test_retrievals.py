@@ -5,78 +5,58 @@ retrievals of an episode."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from datetime import UTC, datetime
-
-import pytest
 from sqlalchemy import delete, func, select
 
 from store import namespaces as namespaces_repo
 from store import retrievals as retrievals_repo
 from store.database import Database
 from store.models import Reflection, ReflectionServed, RetrievalItem
-from tests.factories import add_cited_reflections, make_db
-
-MODEL = "test-model"
-LONG_AGO = datetime(2024, 1, 1, tzinfo=UTC)
 
 
-@pytest.fixture
-def db(database_url: str) -> Iterator[Database]:
-    d = make_db(database_url, "mem", "other")
-    yield d
-    d.dispose()
-
-
-@pytest.fixture
-def pks(db: Database) -> dict[str, int]:
-    return add_cited_reflections(db, MODEL, LONG_AGO)
-
-
-def served(db: Database, rid: str, pks: list[int]) -> None:
-    with db.write() as s:
+def served(cited_db: Database, rid: str, cited_pks: list[int]) -> None:
+    with cited_db.write() as s:
         retrievals_repo.create_retrieval(
             s,
             id=rid,
             namespace="mem",
             query={"state": {"observation": "o"}},
             trajectory_id=None,
-            items=[(pk, rank, 1.0 - rank / 10, 0.9 - rank / 10) for rank, pk in enumerate(pks)],
+            items=[(pk, rank, 1.0 - rank / 10, 0.9 - rank / 10) for rank, pk in enumerate(cited_pks)],
         )
 
 
-def utility(db: Database, id: str) -> tuple[int, int, int, float]:
-    with db.read() as s:
+def utility(cited_db: Database, id: str) -> tuple[int, int, int, float]:
+    with cited_db.read() as s:
         row = s.scalars(select(Reflection).where(Reflection.namespace == "mem", Reflection.id == id)).one()
         return row.uses, row.successes, row.failures, row.reward_sum
 
 
-def credit_flags(db: Database, rid: str) -> dict[int, bool | None]:
+def credit_flags(cited_db: Database, rid: str) -> dict[int, bool | None]:
     """Served pk -> whether the retrieval's outcome credited it (what the UI shows)."""
-    with db.read() as s:
+    with cited_db.read() as s:
         stmt = select(RetrievalItem.reflection_pk, RetrievalItem.credited).where(RetrievalItem.retrieval_id == rid)
         return {pk: flag for pk, flag in s.execute(stmt)}
 
 
-def outcome_counters(db: Database) -> tuple[int, int]:
-    with db.read() as s:
+def outcome_counters(cited_db: Database) -> tuple[int, int]:
+    with cited_db.read() as s:
         inputs = namespaces_repo.read_ranking_inputs(s, "mem")
         assert inputs is not None
         return inputs[1], inputs[2]
 
 
-def test_a_retrieval_is_logged_with_what_it_served(db: Database, pks: dict[str, int]) -> None:
-    with db.write() as s:
+def test_a_retrieval_is_logged_with_what_it_served(cited_db: Database, cited_pks: dict[str, int]) -> None:
+    with cited_db.write() as s:
         retrievals_repo.create_retrieval(
             s,
             id="r_1",
             namespace="mem",
             query={"state": {"observation": "a kitchen"}, "k": 2},
             trajectory_id="ep",
-            items=[(pks["tea"], 0, 0.75, 0.5), (pks["both"], 1, 0.25, 0.125)],
+            items=[(cited_pks["tea"], 0, 0.75, 0.5), (cited_pks["both"], 1, 0.25, 0.125)],
         )
         retrievals_repo.create_retrieval(s, id="r_empty", namespace="mem", query={}, trajectory_id=None, items=[])
-    with db.read() as s:
+    with cited_db.read() as s:
         row = retrievals_repo.read_retrieval(s, "mem", "r_1")
         assert row is not None
         assert (row.query, row.trajectory_id) == ({"state": {"observation": "a kitchen"}, "k": 2}, "ep")
@@ -89,21 +69,21 @@ def test_a_retrieval_is_logged_with_what_it_served(db: Database, pks: dict[str, 
             .where(RetrievalItem.retrieval_id == "r_1")
             .order_by(RetrievalItem.rank)
         ).all()
-        assert [tuple(i) for i in items] == [(pks["tea"], 0, 0.75, 0.5), (pks["both"], 1, 0.25, 0.125)]
+        assert [tuple(i) for i in items] == [(cited_pks["tea"], 0, 0.75, 0.5), (cited_pks["both"], 1, 0.25, 0.125)]
         assert retrievals_repo.read_outcome(s, "r_1") is None
 
 
-def test_each_logged_serving_counts_in_the_served_rollup(db: Database, pks: dict[str, int]) -> None:
+def test_each_logged_serving_counts_in_the_served_rollup(cited_db: Database, cited_pks: dict[str, int]) -> None:
     """reflection_served is the log's count of retrieval items per reflection, kept by
     the log's writes (items given in any order); a deleted reflection takes its row."""
-    served = [[pks["tea"], pks["both"]], [pks["both"], pks["tea"]], [pks["both"]], []]
+    served = [[cited_pks["tea"], cited_pks["both"]], [cited_pks["both"], cited_pks["tea"]], [cited_pks["both"]], []]
     for n, chosen in enumerate(served):
-        with db.write() as s:
+        with cited_db.write() as s:
             items = [(pk, rank, 0.5, 0.5) for rank, pk in enumerate(chosen)]
             retrievals_repo.create_retrieval(s, id=f"r_{n}", namespace="mem", query={}, trajectory_id=None, items=items)
 
     def rollup() -> dict[int, int]:
-        with db.read() as s:
+        with cited_db.read() as s:
             counted = dict(s.execute(select(ReflectionServed.reflection_pk, ReflectionServed.served)).tuples().all())
             logged = s.execute(
                 select(RetrievalItem.reflection_pk, func.count()).group_by(RetrievalItem.reflection_pk)
@@ -111,26 +91,28 @@ def test_each_logged_serving_counts_in_the_served_rollup(db: Database, pks: dict
             assert counted == dict(logged.all())
             return counted
 
-    assert rollup() == {pks["tea"]: 2, pks["both"]: 3}
-    with db.write() as s:
-        s.execute(delete(Reflection).where(Reflection.pk == pks["both"]))
-    assert rollup() == {pks["tea"]: 2}
+    assert rollup() == {cited_pks["tea"]: 2, cited_pks["both"]: 3}
+    with cited_db.write() as s:
+        s.execute(delete(Reflection).where(Reflection.pk == cited_pks["both"]))
+    assert rollup() == {cited_pks["tea"]: 2}
 
 
-def test_outcomes_credit_the_served_items_and_count_in_the_namespace(db: Database, pks: dict[str, int]) -> None:
-    assert outcome_counters(db) == (0, 0)
+def test_outcomes_credit_the_served_items_and_count_in_the_namespace(
+    cited_db: Database, cited_pks: dict[str, int]
+) -> None:
+    assert outcome_counters(cited_db) == (0, 0)
     # Every served item is credited when the outcome names none.
-    served(db, "r_all", [pks["tea"], pks["coffee"]])
-    with db.write() as s:
+    served(cited_db, "r_all", [cited_pks["tea"], cited_pks["coffee"]])
+    with cited_db.write() as s:
         credited = retrievals_repo.create_outcome(
             s, "mem", "r_all", success=True, reward=0.5, trajectory_id="ep", details={"turns": 3}
         )
         assert credited == 2
-    assert utility(db, "tea") == utility(db, "coffee") == (1, 1, 0, 0.5)
-    assert utility(db, "both") == (0, 0, 0, 0.0)  # not served
-    assert outcome_counters(db) == (1, 1)
-    assert credit_flags(db, "r_all") == {pks["tea"]: True, pks["coffee"]: True}
-    with db.read() as s:
+    assert utility(cited_db, "tea") == utility(cited_db, "coffee") == (1, 1, 0, 0.5)
+    assert utility(cited_db, "both") == (0, 0, 0, 0.0)  # not served
+    assert outcome_counters(cited_db) == (1, 1)
+    assert credit_flags(cited_db, "r_all") == {cited_pks["tea"]: True, cited_pks["coffee"]: True}
+    with cited_db.read() as s:
         out = retrievals_repo.read_outcome(s, "r_all")
         assert out is not None
         assert (out.item_ids, out.success, out.reward, out.trajectory_id, out.details) == (
@@ -142,8 +124,8 @@ def test_outcomes_credit_the_served_items_and_count_in_the_namespace(db: Databas
         )
 
     # Only the items acted on, when it names them; a named item that was not served gets nothing.
-    served(db, "r_some", [pks["tea"], pks["coffee"]])
-    with db.write() as s:
+    served(cited_db, "r_some", [cited_pks["tea"], cited_pks["coffee"]])
+    with cited_db.write() as s:
         credited = retrievals_repo.create_outcome(
             s,
             "mem",
@@ -155,68 +137,72 @@ def test_outcomes_credit_the_served_items_and_count_in_the_namespace(db: Databas
             item_ids=["coffee", "both"],
         )
         assert credited == 1
-    assert utility(db, "coffee") == (2, 1, 1, 0.5)
-    assert utility(db, "tea") == (1, 1, 0, 0.5)
-    assert utility(db, "both") == (0, 0, 0, 0.0)
-    assert outcome_counters(db) == (1, 2)
-    assert credit_flags(db, "r_some") == {pks["tea"]: False, pks["coffee"]: True}
-    with db.read() as s:
+    assert utility(cited_db, "coffee") == (2, 1, 1, 0.5)
+    assert utility(cited_db, "tea") == (1, 1, 0, 0.5)
+    assert utility(cited_db, "both") == (0, 0, 0, 0.0)
+    assert outcome_counters(cited_db) == (1, 2)
+    assert credit_flags(cited_db, "r_some") == {cited_pks["tea"]: False, cited_pks["coffee"]: True}
+    with cited_db.read() as s:
         assert retrievals_repo.read_outcome(s, "r_some").item_ids == ["coffee", "both"]  # type: ignore[union-attr]
 
     # Only the top ranks, when a rank bound is given (ranks 0 and 1 of 0, 1, 2).
-    served(db, "r_top", [pks["both"], pks["coffee"], pks["tea"]])
-    with db.write() as s:
+    served(cited_db, "r_top", [cited_pks["both"], cited_pks["coffee"], cited_pks["tea"]])
+    with cited_db.write() as s:
         credited = retrievals_repo.create_outcome(
             s, "mem", "r_top", success=True, reward=None, trajectory_id=None, details=None, max_rank=2
         )
         assert credited == 2
-    assert utility(db, "both") == (1, 1, 0, 0.0)
-    assert utility(db, "coffee") == (3, 2, 1, 0.5)
-    assert utility(db, "tea") == (1, 1, 0, 0.5)  # served third: not credited
-    assert outcome_counters(db) == (2, 3)
-    assert credit_flags(db, "r_top") == {pks["both"]: True, pks["coffee"]: True, pks["tea"]: False}
+    assert utility(cited_db, "both") == (1, 1, 0, 0.0)
+    assert utility(cited_db, "coffee") == (3, 2, 1, 0.5)
+    assert utility(cited_db, "tea") == (1, 1, 0, 0.5)  # served third: not credited
+    assert outcome_counters(cited_db) == (2, 3)
+    assert credit_flags(cited_db, "r_top") == {
+        cited_pks["both"]: True,
+        cited_pks["coffee"]: True,
+        cited_pks["tea"]: False,
+    }
 
     # A frozen namespace records the outcome and credits nothing; so do the flags.
-    served(db, "r_frozen", [pks["tea"]])
-    assert credit_flags(db, "r_frozen") == {pks["tea"]: None}  # no outcome yet
-    with db.write() as s:
+    served(cited_db, "r_frozen", [cited_pks["tea"]])
+    assert credit_flags(cited_db, "r_frozen") == {cited_pks["tea"]: None}  # no outcome yet
+    with cited_db.write() as s:
         assert (
             retrievals_repo.create_outcome(
                 s, "mem", "r_frozen", success=True, reward=None, trajectory_id=None, details=None, credit=False
             )
             == 0
         )
-    assert credit_flags(db, "r_frozen") == {pks["tea"]: False}
-    assert utility(db, "tea") == (1, 1, 0, 0.5)
-    assert outcome_counters(db) == (2, 3)
+    assert credit_flags(cited_db, "r_frozen") == {cited_pks["tea"]: False}
+    assert utility(cited_db, "tea") == (1, 1, 0, 0.5)
+    assert outcome_counters(cited_db) == (2, 3)
 
     # No success value: used and rewarded, but neither a success nor a failure, and not in the baseline.
-    served(db, "r_reward", [pks["tea"]])
-    with db.write() as s:
+    served(cited_db, "r_reward", [cited_pks["tea"]])
+    with cited_db.write() as s:
         assert (
             retrievals_repo.create_outcome(
                 s, "mem", "r_reward", success=None, reward=-1.5, trajectory_id=None, details=None
             )
             == 1
         )
-    assert utility(db, "tea") == (2, 1, 0, -1.0)
-    assert outcome_counters(db) == (2, 3)
+    assert utility(cited_db, "tea") == (2, 1, 0, -1.0)
+    assert outcome_counters(cited_db) == (2, 3)
     # A retrieval that served nothing credits nothing, yet its outcome counts.
-    served(db, "r_none", [])
-    with db.write() as s:
+    served(cited_db, "r_none", [])
+    with cited_db.write() as s:
         assert (
             retrievals_repo.create_outcome(
                 s, "mem", "r_none", success=True, reward=None, trajectory_id=None, details=None
             )
             == 0
         )
-    assert outcome_counters(db) == (3, 4)
-    with db.read() as s:
+    assert outcome_counters(cited_db) == (3, 4)
+    with cited_db.read() as s:
         assert namespaces_repo.read_ranking_inputs(s, "other")[1:3] == (0, 0)  # type: ignore[index]
 
 
-def test_open_retrievals_of_an_episode(db: Database, pks: dict[str, int]) -> None:
-    with db.write() as s:
+def test_open_retrievals_of_an_episode(cited_db: Database, cited_pks: dict[str, int]) -> None:
+    with cited_db.write() as s:
         for rid, ns, trajectory_id in (
             ("r_linked", "mem", "ep"),
             ("r_done", "mem", "ep"),
@@ -226,7 +212,7 @@ def test_open_retrievals_of_an_episode(db: Database, pks: dict[str, int]) -> Non
         ):
             retrievals_repo.create_retrieval(s, id=rid, namespace=ns, query={}, trajectory_id=trajectory_id, items=[])
         retrievals_repo.create_outcome(s, "mem", "r_done", success=True, reward=None, trajectory_id="ep", details=None)
-    with db.read() as s:
+    with cited_db.read() as s:
         assert sorted(retrievals_repo.list_open_retrievals(s, "mem", "ep", [])) == ["r_linked"]
         assert sorted(retrievals_repo.list_open_retrievals(s, "mem", "ep", ["r_listed", "r_done", "r_elsewhere"])) == [
             "r_linked",

@@ -943,8 +943,8 @@ class _Plan:
 
     def plan_retrievals(self) -> None:
         """Which trajectory step asked, what was served (among the reflections active
-        by then, older ones served more), which got an outcome; and the utility
-        counters those outcomes credit."""
+        by then, older ones served more; with an outcome, the ones that suit it
+        ranked first) and which got an outcome (the store credits it when written)."""
         rng, m = self.rng, self.sizes.retrievals
         order = np.flatnonzero(self.active)  # plan indices, in time order
         times = self.created_refl[order]

@@ -58,7 +58,7 @@ from bench.common.latency import percentile
 from bench.common.machine import MachineFacts
 from bench.common.output import write_outputs
 from bench.common.processes import API_ONLY_ENV, server
-from bench.common.report import opening
+from bench.common.report import RunFacts, opening
 from migrations import upgrade
 from store.database import create_db_engine
 from store.models import Namespace, Step, Trajectory, utcnow
@@ -443,15 +443,11 @@ def raw_floor(backend: str, dbs: Databases, workload: Workload) -> FloorResult:
 
 
 @dataclass
-class Report:
-    command: str
-    quick: bool
-    wall_s: float
-    config: dict[str, Any]
-    machine: MachineFacts
+class Report(RunFacts):
     step_bytes: float
     deployments: list[DeploymentResult]
     floors: dict[str, FloorResult]
+    wall_s: float = 0.0
 
 
 def _table(dep: DeploymentResult, floor: FloorResult | None) -> str:
@@ -614,7 +610,7 @@ def run(cfg: Config, backends: list[str], command: str, quick: bool, profile_dir
                 if dep.backend == backend:
                     deployments.append(run_deployment(dep, dbs, workload, Path(work), profile_dir))
     wall = time.perf_counter() - started
-    return Report(command, quick, wall, asdict(cfg), machine, workload.step_bytes, deployments, floors)
+    return Report(command, quick, asdict(cfg), machine, workload.step_bytes, deployments, floors, wall)
 
 
 def _parse(argv: list[str] | None) -> tuple[argparse.ArgumentParser, argparse.Namespace]:

@@ -90,7 +90,7 @@ def run(
     machine = MachineFacts.collect(with_postgres=backend == "postgres")
     data = load_data(cfg)
     floor_enc = embedder(threads=1)
-    rep = Report(command, quick, 0.0, asdict(cfg), machine, _versions(), backend, data.mean_chars, data.mean_tokens)
+    rep = Report(command, quick, asdict(cfg), machine, _versions(), backend, data.mean_chars, data.mean_tokens)
     rep.load_avg_start = os.getloadavg()[0]
     with databases() as dbs, tempfile.TemporaryDirectory(prefix="reflexa_bench_retrieval_") as tmp:
         work = Path(tmp)

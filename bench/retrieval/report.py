@@ -8,9 +8,8 @@ from dataclasses import dataclass, field
 from importlib import metadata
 from typing import Any
 
-from bench.common.machine import MachineFacts
 from bench.common.processes import server_env_overrides
-from bench.common.report import opening
+from bench.common.report import RunFacts, opening
 from bench.retrieval.lag import LagResult
 from bench.retrieval.size import SizeResult
 from service.settings import WorkerSettings
@@ -23,16 +22,12 @@ AIM_THROUGHPUT_X_MEM0 = 5.0
 
 
 @dataclass
-class Report:
-    command: str
-    quick: bool
-    wall_s: float
-    config: dict[str, Any]
-    machine: MachineFacts
+class Report(RunFacts):
     versions: dict[str, str]
     backend: str
     mean_chars: float
     mean_tokens: float
+    wall_s: float = 0.0
     sizes: list[SizeResult] = field(default_factory=list)
     lag: LagResult | None = None
     mem0: dict[str, Any] | None = None

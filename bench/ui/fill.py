@@ -1,7 +1,9 @@
 """A fast populator for the operator web UI benchmark: one database filled to the
 size an operator's store reaches (by default 1,000,000 steps and 100,000
 reflections in namespace "bench", plus a small namespace "other" so isolation
-shows), in minutes, by bulk SQLAlchemy Core inserts after migrating to head.
+shows), in minutes, after migrating to head: what the server computes (ingest's
+rows and hashes, the retrieval log, outcome credit) through its own functions, the
+rest by bulk SQLAlchemy Core inserts.
 
     python -m bench.ui.fill --database-url sqlite:///ui.db [--steps 1000000] [--reflections 100000] [--seed 0]
 
@@ -16,8 +18,8 @@ What is written, deterministic from the seed (timestamps are relative to `now`):
   groups of 8 sibling rollouts of one task, over 4 environments, 3 agents and 5
   policy versions (later ones succeed more: ~60 % overall); their steps are ingest
   shaped episodes of bench/common/agent_states.py (`make_trajectory_steps`, from a pool of
-  episode templates, every step with its own state data), with the exact
-  `content_hash` and `request_hash` the API computes;
+  episode templates, every step with its own state data), their rows and hashes
+  made by ingest (service.trajectories.ingest) and written by the store's inserts;
 - reflections in the shapes the reflectors write them (domain/reflections.py kinds:
   exemplar 80 %, heuristic 10 % (contrastive and LLM), skill 5 %, evidence_card 3 %,
   rubric 2 %), with their ids, texts and contents, 1-3 evidence rows on real
@@ -27,10 +29,10 @@ What is written, deterministic from the seed (timestamps are relative to `now`):
   of the embedder's name, text hashes and lexical rows where the reflector writes
   them, and one upsert on the index change feed each;
 - retrievals (200,000) with the query JSON the retrieval log writes, 5 served items
-  each among the reflections active at that time, an outcome for about half
-  (credited like an episode closing over its retrievals: the top 3 items), the
-  reflections' utility counters and the namespace's outcome counters summed from
-  exactly those outcomes;
+  each among the reflections active at that time, logged by the store's own
+  `create_retrieval`, an outcome for about half recorded and credited by its
+  `create_outcome` as an episode's close does (the top `credit.unnamed_top_k`
+  items), so the utility and outcome counters are the server's own;
 - jobs (10,000 done, 300 failed with a worker-style error, 200 queued), API keys and
   daily LLM token usage.
 
@@ -55,19 +57,21 @@ import hashlib
 import math
 import resource
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
-from sqlalchemy import Connection, Table, func, insert, select, text
+from sqlalchemy import Connection, Table, bindparam, func, insert, select, text, update
 from sqlalchemy.engine import make_url
+from sqlalchemy.orm import Session
 
 from bench.common.agent_states import FURNITURE, OBJECTS, PRODUCTS, ROOMS, SITES, make_trajectory_steps, task_of
 from bench.common.output import progress
-from domain.hashing import canonical_hash, task_hash, text_hash
+from domain.hashing import task_hash, text_hash
 from domain.jobs import JOB_KINDS
 from domain.settings import NamespaceSettings
 from domain.state_text import task_query_text
@@ -80,8 +84,12 @@ from reflectors.prompted.heuristics import heuristic_text
 from reflectors.prompted.rubrics import rubric_content, rubric_id
 from reflectors.prompted.skills import skill_id, skill_text
 from reflectors.registry import reflectors_available
+from service.retrieval.credit import unnamed_max_rank
 from service.retrieval.schemas import RetrieveRequest
-from service.trajectories.schemas import State
+from service.trajectories import ingest
+from service.trajectories.schemas import OutcomeCreate, State, StepCreate, TrajectoryCreate
+from store import retrievals as retrievals_repo
+from store import trajectories as trajectories_repo
 from store.database import create_db_engine
 from store.embedding import DEFAULT_MODEL_NAME
 from store.models import (
@@ -113,7 +121,6 @@ TRAJECTORIES_PER_TX = 400  # 8,000 steps per transaction
 REFLECTIONS_PER_TX = 5_000
 RETRIEVALS_PER_TX = 5_000
 ITEMS_PER_RETRIEVAL = 5
-CREDITED_RANKS = 3  # CreditSettings.unnamed_top_k: an episode's close credits its retrievals' top 3
 MAX_TEMPLATES = 2_000  # distinct episodes generated; a trajectory joins two of them, with its own state data
 
 ENVIRONMENTS = ("webshop", "webarena", "alfworld", "textworld")
@@ -257,52 +264,36 @@ def _slug(words: str) -> str:
     return "_".join("".join(ch if ch.isalnum() else " " for ch in words.lower()).split())
 
 
-def step_hash_body(c: dict[str, Any]) -> dict[str, Any]:
-    """A step as `StepCreate.model_dump(mode="json", exclude={"index"})` gives it: what
-    service.trajectories.ingest.step_hash hashes."""
-    return {
-        "state": {"observation": c["observation"], "data": c["state_data"]},
-        "internal_state": c["internal_state"],
-        "action": c["action"],
-        "result": c["result"],
-        "error": None,
-        "reward": c["reward"],
-        "done": c["done"],
-        "truncated": False,
-        "caused_failure": False,
-        "metadata": None,
-    }
-
-
-def trajectory_request_body(row: dict[str, Any]) -> dict[str, Any]:
-    """The create request of a trajectory made empty, then given steps, then closed:
-    `TrajectoryCreate.model_dump(mode="json")` without the later unset fields (what
-    service.trajectories.ingest.request_hash hashes)."""
-    return {
-        "id": row["id"],
-        "task": row["task"],
-        "environment": row["environment"],
-        "agent": row["agent"],
-        "policy_version": row["policy_version"],
-        "group_id": row["group_id"],
-        "metadata": row["metadata"],
-        "steps": [],
-        "outcome": None,
-        "retrieval_ids": None,
-    }
-
-
 # -- the plan of one namespace ----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Author:
+    """A reflector as its reflections record it: the kind it writes, its name and
+    version, its model (LLM reflectors), the status its reflections start in."""
+
+    kind: str
+    reflector: str
+    version: str
+    model: str | None
+    create_status: str
+
+
+EXEMPLARS = _Author("exemplar", "exemplar", "1", None, "active")
+CONTRASTIVE = _Author("heuristic", contrastive.NAME, contrastive.VERSION, None, "active")
+LLM_HEURISTICS = _Author("heuristic", "llm_heuristics", "heuristics_single.v1", LLM_MODEL, "candidate")
+GOLDEN_NEGATIVES = _Author("heuristic", "llm_golden_negative", "golden_negative.v1", LLM_MODEL, "candidate")
+SKILLS = _Author("skill", "llm_skills", "skills.v1", LLM_MODEL, "candidate")
+CARDS = _Author("evidence_card", evidence_cards.NAME, evidence_cards.VERSION, None, "active")
+RUBRICS = _Author("rubric", "llm_rubrics", "rubrics.v1", LLM_MODEL, "candidate")
+AUTHORS = (EXEMPLARS, CONTRASTIVE, LLM_HEURISTICS, GOLDEN_NEGATIVES, SKILLS, CARDS, RUBRICS)
 
 
 @dataclass
 class _Refl:
     """A planned reflection: enough to place it in time and to build its row later."""
 
-    kind: str
-    reflector: str
-    reflector_version: str
-    model: str | None
+    author: _Author
     created: float
     environment: str | None
     task: str | None
@@ -310,7 +301,6 @@ class _Refl:
     build: tuple[Any, ...]  # what its content is made from (kind specific)
     # evidence: (trajectory index, step_start, step_end, success, value)
     evidence: list[tuple[int, int | None, int | None, bool | None, float | None]]
-    create_status: str
     status: str = "active"
     edited: bool = False
     edit_at: float = 0.0
@@ -321,11 +311,23 @@ class _Refl:
     source_key: str | None = None
     pk: int = 0
 
+    @property
+    def kind(self) -> str:
+        return self.author.kind
+
+    @property
+    def reflector(self) -> str:
+        return self.author.reflector
+
+    @property
+    def create_status(self) -> str:
+        return self.author.create_status
+
 
 class _Plan:
     """Everything about one namespace decided up front (numpy arrays for the
-    trajectories, small records for the reflections), so utility counters can be
-    summed from the retrievals before any reflection row is written."""
+    trajectories, small records for the reflections), so that rows can point at each
+    other (served items at reflections, evidence at trajectories) before any is written."""
 
     def __init__(self, namespace: str, sizes: Sizes, seed: int, ns_index: int, now: float) -> None:
         self.ns = namespace
@@ -439,6 +441,18 @@ class _Plan:
             "done": last,
         }
 
+    def step_request(self, t: int, j: int) -> StepCreate:
+        """Step j of trajectory t as the request that logs it."""
+        c = self.step(t, j)
+        return StepCreate(
+            state=State(observation=c["observation"], data=c["state_data"]),
+            internal_state=c["internal_state"],
+            action=c["action"],
+            result=c["result"],
+            reward=c["reward"],
+            done=c["done"],
+        )
+
     def step_credit(self, t: int, j: int) -> tuple[bool | None, float]:
         """(credit, return-to-go) of one step, computed by the exemplar reflector's own
         functions (reflectors.exemplars: credit, step_rewards, returns_to_go)."""
@@ -518,17 +532,13 @@ class _Plan:
                 evidence.append((t2, j2, j2, c2, v2))
             out.append(
                 _Refl(
-                    kind="exemplar",
-                    reflector="exemplar",
-                    reflector_version="1",
-                    model=None,
+                    author=EXEMPLARS,
                     created=self._latency(self.closed[t], 2, 90),
                     environment=env,
                     task=self.task(t),
                     id=id_,
                     build=(t, j),
                     evidence=evidence,
-                    create_status="active",
                 )
             )
         return out
@@ -564,17 +574,13 @@ class _Plan:
             latest = max(self.closed[e[0]] for e in evidence)
             out.append(
                 _Refl(
-                    kind="heuristic",
-                    reflector=contrastive.NAME,
-                    reflector_version=contrastive.VERSION,
-                    model=None,
+                    author=CONTRASTIVE,
                     created=self._latency(latest, 30, 900),
                     environment=env,
                     task=None,
                     id=id_,
                     build=(t, j, polarity, action, successes, failures, int(rng.integers(2, 30))),
                     evidence=evidence,
-                    create_status="active",
                 )
             )
         return out
@@ -670,21 +676,16 @@ class _Plan:
                     s2 = int(rng.integers(0, STEPS_PER_TRAJECTORY - 1))
                     evidence.append((t2, s2, s2 + 1, bool(self.success[t2]), 1.0))
             latest = max(self.closed[e[0]] for e in evidence)
-            name = "llm_golden_negative" if golden else "llm_heuristics"
-            version = "golden_negative.v1" if golden else "heuristics_single.v1"
+            author = GOLDEN_NEGATIVES if golden else LLM_HEURISTICS
             out.append(
                 _Refl(
-                    kind="heuristic",
-                    reflector=name,
-                    reflector_version=version,
-                    model=LLM_MODEL,
+                    author=author,
                     created=self._latency(latest, 20, 1_800),
                     environment=env,
                     task=None,
                     id=id_,
                     build=(t, trigger, guideline, polarity, tid, start, golden),
                     evidence=evidence,
-                    create_status="candidate",
                 )
             )
         return out
@@ -721,17 +722,13 @@ class _Plan:
             latest = max(self.closed[e[0]] for e in evidence)
             out.append(
                 _Refl(
-                    kind="skill",
-                    reflector="llm_skills",
-                    reflector_version="skills.v1",
-                    model=LLM_MODEL,
+                    author=SKILLS,
                     created=self._latency(latest, 20, 1_800),
                     environment=env,
                     task=None,
                     id=id_,
                     build=(t, name, thing, env in WEB, start),
                     evidence=evidence,
-                    create_status="candidate",
                 )
             )
         return out
@@ -753,17 +750,13 @@ class _Plan:
                 continue  # a repeated task text
             out.append(
                 _Refl(
-                    kind="evidence_card",
-                    reflector=evidence_cards.NAME,
-                    reflector_version=evidence_cards.VERSION,
-                    model=None,
+                    author=CARDS,
                     created=self._latency(max(self.closed[t] for t in runs), 5, 300),
                     environment=ENVIRONMENTS[int(self.task_env[i])],
                     task=self.tasks[i],
                     id=id_,
                     build=(i, runs),
                     evidence=[(t, None, None, bool(self.success[t]), float(self.reward[t])) for t in runs],
-                    create_status="active",
                     source_key=f"evidence_card:{th}",
                 )
             )
@@ -779,10 +772,7 @@ class _Plan:
                 continue
             out.append(
                 _Refl(
-                    kind="rubric",
-                    reflector="llm_rubrics",
-                    reflector_version="rubrics.v1",
-                    model=LLM_MODEL,
+                    author=RUBRICS,
                     created=self._latency(max(self.closed[t] for t in runs), 30, 3_600),
                     environment=ENVIRONMENTS[int(self.task_env[i])],
                     task=self.tasks[i],
@@ -791,7 +781,6 @@ class _Plan:
                     evidence=[
                         (t, 0, STEPS_PER_TRAJECTORY - 1, bool(self.success[t]), float(self.reward[t])) for t in runs
                     ],
-                    create_status="candidate",
                     source_key=f"rubric:{th}",
                 )
             )
@@ -806,7 +795,7 @@ class _Plan:
         operator = f"key:{self.keys['operator']}"
         r.edit_at = self._latency(r.created, 3_600, 5 * 86_400) if r.edited else r.created
         r.status_at = self._latency(max(r.created, r.edit_at), 600, 3 * 86_400)
-        pool_item = r.reflector in {"llm_heuristics", "llm_golden_negative", "llm_skills"}
+        pool_item = r.author in (LLM_HEURISTICS, GOLDEN_NEGATIVES, SKILLS)
         if r.create_status == r.status:
             r.status_action = None
         elif r.status == "retired":
@@ -954,8 +943,8 @@ class _Plan:
 
     def plan_retrievals(self) -> None:
         """Which trajectory step asked, what was served (among the reflections active
-        by then, older ones served more), which got an outcome; and the utility
-        counters those outcomes credit."""
+        by then, older ones served more; with an outcome, the ones that suit it
+        ranked first) and which got an outcome (the store credits it when written)."""
         rng, m = self.rng, self.sizes.retrievals
         order = np.flatnonzero(self.active)  # plan indices, in time order
         times = self.created_refl[order]
@@ -994,19 +983,6 @@ class _Plan:
         self.ret_ids = [_hex(rng, 16) for _ in range(m)]
         self.ret_task = rng.random(m) < 0.3
         self.ret_latency = np.round(rng.lognormal(math.log(14.0), 0.5, m), 2)
-        n = len(self.reflections)
-        self.uses = np.zeros(n, dtype=np.int64)
-        self.successes = np.zeros(n, dtype=np.int64)
-        self.failures = np.zeros(n, dtype=np.int64)
-        self.reward_sum = np.zeros(n)
-        credited = items[has_outcome, :CREDITED_RANKS]
-        won = ok[has_outcome]
-        np.add.at(self.uses, credited.ravel(), 1)
-        np.add.at(self.successes, credited[won].ravel(), 1)
-        np.add.at(self.failures, credited[~won].ravel(), 1)
-        np.add.at(self.reward_sum, credited.ravel(), np.repeat(self.reward[t][has_outcome], CREDITED_RANKS))
-        self.outcome_total = int(has_outcome.sum())
-        self.outcome_successes = int((has_outcome & ok).sum())
 
 
 def edited(kind: str, content: dict[str, Any], note: str) -> tuple[dict[str, Any], str]:
@@ -1036,7 +1012,6 @@ KEY_COLUMNS = {
     "embeddings": "pk",
     "index_changes": "seq",
     "jobs": "id",
-    "retrieval_items": "pk",
 }
 
 
@@ -1080,7 +1055,13 @@ class _Writer:
         self.query_template = RetrieveRequest(state=State(observation="x"), k=ITEMS_PER_RETRIEVAL).model_dump(
             mode="json", exclude={"consistency_token", "wait_timeout_ms", "render"}
         )
-        self.has_latency = "latency_ms" in Retrieval.__table__.c
+
+    @contextmanager
+    def session(self) -> Iterator[Session]:
+        """One transaction on the fill's connection, for the store's own writes."""
+        with self.conn.begin(), Session(bind=self.conn) as session:
+            yield session
+            session.flush()
 
     def namespace(self, plan: _Plan) -> None:
         created = _ts(plan.now - (DAYS + 1) * 86_400)
@@ -1092,8 +1073,6 @@ class _Writer:
                         "name": plan.ns,
                         "settings": {},
                         "created_at": created,
-                        "outcome_successes": plan.outcome_successes,
-                        "outcome_total": plan.outcome_total,
                         "frozen": False,
                         "frozen_at": None,
                     }
@@ -1115,9 +1094,11 @@ class _Writer:
             self.conn.execute(insert(ApiKey.__table__), [_columns(ApiKey.__table__, r) for r in rows])
 
     def trajectories(self, plan: _Plan) -> None:
+        """Each trajectory as the API stores one created empty, then given its steps,
+        then closed: ingest's own rows and hashes (service.trajectories.ingest) through
+        the store's inserts, with the plan's keys and times."""
         started = time.perf_counter()
         step_base = self.keys.take("steps", plan.n * STEPS_PER_TRAJECTORY)
-        t_table, s_table = Trajectory.__table__, Step.__table__
         for start in range(0, plan.n, TRAJECTORIES_PER_TX):
             trajs, steps = [], []
             for t in range(start, min(plan.n, start + TRAJECTORIES_PER_TX)):
@@ -1126,53 +1107,37 @@ class _Writer:
                 meta: dict[str, Any] = {"seed": t, "temperature": float(plan.temperature[t]), "max_steps": 20}
                 if plan.expert[t]:
                     meta["expert"] = True
-                row = {
+                create = TrajectoryCreate(
+                    id=plan.traj_id(t),
+                    task=plan.group_task[g],
+                    environment=plan.env(t),
+                    agent=AGENTS[int(plan.agent[t])],
+                    policy_version=POLICIES[int(plan.policy[t])],
+                    group_id=f"grp_{g:06d}",
+                    metadata=meta,
+                )
+                row = ingest.trajectory_row(plan.ns, create, ingest.request_hash(create), plan.keys["agent"])
+                closed = _ts(plan.closed[t])
+                row |= ingest.outcome_values(OutcomeCreate(success=ok, reward=reward, failure_reason=reason))
+                row |= {
                     "pk": plan.traj_pk(t),
-                    "namespace": plan.ns,
-                    "id": plan.traj_id(t),
-                    "task": plan.group_task[g],
-                    "task_hash": plan.group_task_hash[g],
-                    "environment": plan.env(t),
-                    "agent": AGENTS[int(plan.agent[t])],
-                    "policy_version": POLICIES[int(plan.policy[t])],
-                    "group_id": f"grp_{g:06d}",
-                    "parent_trajectory_id": None,
-                    "attempt": None,
-                    "metadata": meta,
-                    "retrieval_ids": None,
                     "status": "closed",
-                    "success": ok,
-                    "reward": reward,
-                    "failure_reason": reason,
-                    "outcome_details": None,
                     "step_count": STEPS_PER_TRAJECTORY,
-                    "created_by": plan.keys["agent"],
                     "created_at": _ts(plan.created[t]),
-                    "updated_at": _ts(plan.closed[t]),
-                    "closed_at": _ts(plan.closed[t]),
+                    "updated_at": closed,
+                    "closed_at": closed,
                 }
-                row["request_hash"] = canonical_hash(trajectory_request_body(row))
                 trajs.append(row)
                 base, dt = float(plan.created[t]), float(plan.dt[t])
                 for j in range(STEPS_PER_TRAJECTORY):
-                    c = plan.step(t, j)
+                    step = plan.step_request(t, j)
                     steps.append(
-                        {
-                            "pk": step_base + t * STEPS_PER_TRAJECTORY + j,
-                            "trajectory_pk": row["pk"],
-                            "index": j,
-                            **c,
-                            "error": None,
-                            "truncated": False,
-                            "caused_failure": False,
-                            "metadata": None,
-                            "content_hash": canonical_hash(step_hash_body(c)),
-                            "created_at": _ts(base + dt * (j + 1)),
-                        }
+                        ingest.step_row(row["pk"], j, step, ingest.step_hash(step))
+                        | {"pk": step_base + t * STEPS_PER_TRAJECTORY + j, "created_at": _ts(base + dt * (j + 1))}
                     )
-            with self.conn.begin():
-                _insert(self.conn, t_table, trajs)
-                _insert(self.conn, s_table, steps)
+            with self.session() as session:
+                trajectories_repo.create_trajectories(session, trajs)
+                trajectories_repo.create_steps(session, steps)
             done = min(plan.n, start + TRAJECTORIES_PER_TX)
             if done % (TRAJECTORIES_PER_TX * 25) == 0 or done == plan.n:
                 self.log(
@@ -1191,7 +1156,7 @@ class _Writer:
             chunk = plan.reflections[start : start + REFLECTIONS_PER_TX]
             rows: dict[str, list[dict[str, Any]]] = {name: [] for name in tables}
             embedded: list[tuple[_Refl, str, str | None, float]] = []  # (reflection, field, text hash, when)
-            for i, r in enumerate(chunk, start=start):
+            for r in chunk:
                 content, text_, texts, hashed = plan.content(r)
                 final, final_text = content, text_
                 operator = f"key:{plan.keys['operator']}"
@@ -1240,16 +1205,12 @@ class _Writer:
                             "environment": r.environment,
                             "task": r.task,
                             "reflector": r.reflector,
-                            "reflector_version": r.reflector_version,
-                            "model": r.model,
+                            "reflector_version": r.author.version,
+                            "model": r.author.model,
                             "evidence_count": len(r.evidence),
                             "evidence_successes": sum(e[3] is True for e in r.evidence),
                             "evidence_failures": sum(e[3] is False for e in r.evidence),
                             "evidence_value": sum(values) / len(values) if values else None,
-                            "uses": int(plan.uses[i]),
-                            "successes": int(plan.successes[i]),
-                            "failures": int(plan.failures[i]),
-                            "reward_sum": round(float(plan.reward_sum[i]), 6),
                             "source_key": r.source_key or f"{r.kind}:{r.id}",
                             "reviewed_uses": None,
                             "created_at": _ts(r.created),
@@ -1319,74 +1280,70 @@ class _Writer:
                 )
 
     def retrievals(self, plan: _Plan) -> None:
+        """Each retrieval logged as a retrieve logs it (its items and the served
+        rollup), about half given the outcome of their episode's close as the server
+        credits it (the top `credit.unnamed_top_k` items earn it; the namespace's
+        counters too), then dated back to the plan's times."""
         started = time.perf_counter()
         m = len(plan.ret_t)
-        r_table, i_table, o_table = Retrieval.__table__, RetrievalItem.__table__, RetrievalOutcome.__table__
-        items_first = self.keys.take("retrieval_items", m * ITEMS_PER_RETRIEVAL)
-        pks = np.array([r.pk for r in plan.reflections], dtype=np.int64)
+        pks = [r.pk for r in plan.reflections]
+        dated = update(Retrieval.__table__).where(Retrieval.id == bindparam("rid")).values(created_at=bindparam("at"))
+        outcome_dated = (
+            update(RetrievalOutcome.__table__)
+            .where(RetrievalOutcome.retrieval_id == bindparam("rid"))
+            .values(created_at=bindparam("at"))
+        )
         for start in range(0, m, RETRIEVALS_PER_TX):
-            rets, items, outcomes = [], [], []
-            for n in range(start, min(m, start + RETRIEVALS_PER_TX)):
-                t, j = int(plan.ret_t[n]), int(plan.ret_j[n])
-                s = plan.step(t, j)
-                rid = "r_" + plan.ret_ids[n]
-                tid = plan.traj_id(t)
-                query = {
-                    **self.query_template,
-                    "state": {"observation": s["observation"], "data": None},
-                    "internal_state": s["internal_state"],
-                    "task": plan.task(t) if plan.ret_task[n] else None,
-                    "trajectory_id": tid,
-                }
-                row = {
-                    "id": rid,
-                    "namespace": plan.ns,
-                    "query": query,
-                    "trajectory_id": tid,
-                    "created_at": _ts(plan.ret_when[n]),
-                }
-                if self.has_latency:
-                    row["latency_ms"] = float(plan.ret_latency[n])
-                rets.append(row)
-                served = pks[plan.ret_items[n]]
-                for rank in range(ITEMS_PER_RETRIEVAL):
-                    items.append(
-                        {
-                            "pk": items_first + n * ITEMS_PER_RETRIEVAL + rank,
-                            "retrieval_id": rid,
-                            "reflection_pk": int(served[rank]),
-                            "rank": rank,
-                            "score": float(plan.ret_scores[n, rank]),
-                            "similarity": float(plan.ret_sims[n, rank]),
-                        }
+            logged, closed = [], []
+            with self.session() as session:
+                max_rank = unnamed_max_rank(session, plan.ns)
+                for n in range(start, min(m, start + RETRIEVALS_PER_TX)):
+                    t, j = int(plan.ret_t[n]), int(plan.ret_j[n])
+                    s = plan.step(t, j)
+                    rid = "r_" + plan.ret_ids[n]
+                    tid = plan.traj_id(t)
+                    query = {
+                        **self.query_template,
+                        "state": {"observation": s["observation"], "data": None},
+                        "internal_state": s["internal_state"],
+                        "task": plan.task(t) if plan.ret_task[n] else None,
+                        "trajectory_id": tid,
+                    }
+                    items = [
+                        (pks[i], rank, float(plan.ret_scores[n, rank]), float(plan.ret_sims[n, rank]))
+                        for rank, i in enumerate(plan.ret_items[n].tolist())
+                    ]
+                    retrievals_repo.create_retrieval(
+                        session,
+                        id=rid,
+                        namespace=plan.ns,
+                        query=query,
+                        trajectory_id=tid,
+                        items=items,
+                        latency_ms=float(plan.ret_latency[n]),
                     )
-                if plan.ret_outcome[n]:
+                    logged.append({"rid": rid, "at": _ts(plan.ret_when[n])})
+                    if plan.ret_outcome[n]:
+                        closed.append((rid, t))
+                for rid, t in closed:
                     ok, reward, _ = plan.outcome(t)
-                    outcomes.append(
-                        {
-                            "retrieval_id": rid,
-                            "item_ids": None,
-                            "success": ok,
-                            "reward": reward,
-                            "details": None,
-                            "trajectory_id": tid,
-                            "created_at": _ts(plan.closed[t]),
-                        }
+                    retrievals_repo.create_outcome(
+                        session,
+                        plan.ns,
+                        rid,
+                        success=ok,
+                        reward=reward,
+                        trajectory_id=plan.traj_id(t),
+                        details=None,
+                        max_rank=max_rank,
                     )
-            with self.conn.begin():
-                _insert(self.conn, r_table, rets)
-                _insert(self.conn, i_table, items)
-                _insert(self.conn, o_table, outcomes)
+                session.flush()
+                self.conn.execute(dated, logged)
+                if closed:
+                    self.conn.execute(outcome_dated, [{"rid": rid, "at": _ts(plan.closed[t])} for rid, t in closed])
             done = min(m, start + RETRIEVALS_PER_TX)
             if done % (RETRIEVALS_PER_TX * 10) == 0 or done == m:
                 self.log(f"  {plan.ns}: {done:,} / {m:,} retrievals ({time.perf_counter() - started:.0f} s)")
-        served_counts = np.bincount(plan.ret_items.ravel(), minlength=len(pks))  # the rollup the log's writes keep
-        with self.conn.begin():
-            _insert(
-                self.conn,
-                ReflectionServed.__table__,
-                [{"reflection_pk": int(pk), "served": int(n)} for pk, n in zip(pks, served_counts, strict=True) if n],
-            )
 
     def jobs(self, plan: _Plan) -> None:
         rows = _jobs(plan)
@@ -1601,7 +1558,7 @@ def _jobs(plan: _Plan) -> list[dict[str, Any]]:
 
 def _token_usage(plan: _Plan) -> list[dict[str, Any]]:
     """Daily LLM tokens and calls, in proportion to the namespace's LLM-made reflections."""
-    llm = sum(r.model is not None for r in plan.reflections)
+    llm = sum(r.author.model is not None for r in plan.reflections)
     per_day = max(1, llm // DAYS)
     today = _ts(plan.now).date()
     return [
@@ -1671,9 +1628,7 @@ def _counts(conn: Connection, namespaces: Sequence[str]) -> tuple[dict[str, int]
 def _check_registry() -> None:
     """The reflector names written here are the registry's (a rename shows up here)."""
     known = {r.name for r in reflectors_available(llm=True)}
-    used = {"exemplar", contrastive.NAME, evidence_cards.NAME, "llm_heuristics", "llm_golden_negative"}
-    used |= {"llm_skills", "llm_rubrics"}
-    missing = used - known
+    missing = {a.reflector for a in AUTHORS} - known
     if missing:
         raise RuntimeError(f"reflectors {sorted(missing)} are not in reflectors/registry.py any more")
 

@@ -12,7 +12,6 @@ from fastapi.testclient import TestClient
 from sqlalchemy import create_engine, text
 
 from bench.ui.fill import (
-    CREDITED_RANKS,
     ITEMS_PER_RETRIEVAL,
     STEPS_PER_TRAJECTORY,
     FillReport,
@@ -20,6 +19,7 @@ from bench.ui.fill import (
     other_sizes,
     sizes_for,
 )
+from domain.settings import NamespaceSettings
 from service.app import create_app
 from service.retrieval.schemas import RetrieveRequest
 from service.trajectories import ingest
@@ -29,6 +29,7 @@ from tests.conftest import ADMIN_KEY, make_settings
 STEPS, REFLECTIONS = 800, 150
 MODEL, DIM = "hashing-256", 256  # the tests' model-free embedder, so the app can search what was stored
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
+CREDITED_RANKS = NamespaceSettings().credit.unnamed_top_k  # the fill's namespaces keep the default
 
 
 @pytest.fixture(scope="module")

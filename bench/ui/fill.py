@@ -74,13 +74,14 @@ from domain.state_text import task_query_text
 from migrations import upgrade
 from reflectors import contrastive, evidence_cards
 from reflectors.exemplars import credit, exemplar_id, returns_to_go, step_rewards
-from reflectors.llm_client.schemas import Criterion, StepCountCheck, ToolCalledCheck
+from reflectors.llm_client.schemas import Criterion
 from reflectors.prompted.heuristics import heuristic_id as llm_heuristic_id
 from reflectors.prompted.heuristics import heuristic_text
 from reflectors.prompted.rubrics import rubric_content, rubric_id
 from reflectors.prompted.skills import skill_id, skill_text
 from reflectors.registry import reflectors_available
 from service.retrieval.schemas import RetrieveRequest
+from service.rubrics.written_checks import StepCountCheck, ToolCalledCheck
 from service.trajectories.schemas import State
 from store.database import create_db_engine
 from store.embedding import DEFAULT_MODEL_NAME

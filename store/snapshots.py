@@ -32,6 +32,7 @@ from store.models import (
     Trajectory,
     utcnow,
 )
+from store.records import record_from
 
 _REFLECTION_COPIED = (
     "namespace",
@@ -74,15 +75,7 @@ class SnapshotRef:
 
 
 def ref(row: Snapshot) -> SnapshotRef:
-    return SnapshotRef(
-        pk=row.pk,
-        id=row.id,
-        namespace=row.namespace,
-        settings=row.settings,
-        outcome_successes=row.outcome_successes,
-        outcome_total=row.outcome_total,
-        created_at=row.created_at,
-    )
+    return record_from(SnapshotRef, row)
 
 
 def read_snapshot(session: Session, namespace: str, id: str) -> Snapshot | None:

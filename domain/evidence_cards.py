@@ -120,22 +120,20 @@ def render_card(c: dict[str, Any]) -> str:
         f"Task: {c['task']}",
         f"Evidence from {len(c['groups'])} rollout group(s): {c['rollouts']} rollouts, {n_won} succeeded.",
     ]
-    if c["worked"]:
-        lines.append(
-            "Worked: "
-            + "; ".join(
-                f"'{s['action']}' (in {s['in_successful']}/{n_won} successes, {s['in_failed']}/{n_lost} failures)"
-                for s in c["worked"]
-            )
-        )
-    if c["failed"]:
-        lines.append(
-            "Failed: "
-            + "; ".join(
-                f"'{s['action']}' (in {s['in_failed']}/{n_lost} failures, {s['in_successful']}/{n_won} successes)"
-                for s in c["failed"]
-            )
-        )
+
+    def successes(s: dict[str, Any]) -> str:
+        return f"{s['in_successful']}/{n_won} successes"
+
+    def failures(s: dict[str, Any]) -> str:
+        return f"{s['in_failed']}/{n_lost} failures"
+
+    # An action's counts, the side it is listed for first.
+    for key, label, first, then in (
+        ("worked", "Worked", successes, failures),
+        ("failed", "Failed", failures, successes),
+    ):
+        if c[key]:
+            lines.append(f"{label}: " + "; ".join(f"'{s['action']}' (in {first(s)}, {then(s)})" for s in c[key]))
     if c["failure_causes"]:
         lines.append(
             "Failures were caused by: "

@@ -32,6 +32,7 @@ from store.models import (
     Trajectory,
     utcnow,
 )
+from store.records import record_from
 
 _REFLECTION_COPIED = (
     "namespace",
@@ -74,15 +75,7 @@ class SnapshotRef:
 
 
 def ref(row: Snapshot) -> SnapshotRef:
-    return SnapshotRef(
-        pk=row.pk,
-        id=row.id,
-        namespace=row.namespace,
-        settings=row.settings,
-        outcome_successes=row.outcome_successes,
-        outcome_total=row.outcome_total,
-        created_at=row.created_at,
-    )
+    return record_from(SnapshotRef, row)
 
 
 def read_snapshot(session: Session, namespace: str, id: str) -> Snapshot | None:
@@ -247,54 +240,26 @@ TRAJECTORY_VIEW_COLUMNS = (
 )
 
 
+# What a snapshot pins of a trajectory (SnapshotTrajectory's copies, where a pinned
+# read takes them from); the other columns never change once written.
+_PINNED_TRAJECTORY_COLUMNS = frozenset({"status", "success", "reward", "failure_reason", "step_count", "closed_at"})
+
+
 def trajectory_view(namespace: str, snapshot_pk: int | None) -> Subquery:
     """The namespace's trajectories as a subquery with TRAJECTORY_VIEW_COLUMNS:
     live, or as they were in the snapshot (its outcome and step count; a trajectory
     created since is absent). Join steps with `steps_of(view)`."""
     t = Trajectory
-    fixed = (
-        t.pk.label("pk"),
-        t.namespace.label("namespace"),
-        t.id.label("id"),
-        t.task.label("task"),
-        t.task_hash.label("task_hash"),
-        t.environment.label("environment"),
-        t.agent.label("agent"),
-        t.policy_version.label("policy_version"),
-        t.group_id.label("group_id"),
-        t.parent_trajectory_id.label("parent_trajectory_id"),
-        t.attempt.label("attempt"),
-        t.metadata_.label("metadata"),
-    )
-    stmt: Select[Any]
-    if snapshot_pk is None:
-        stmt = select(
-            *fixed,
-            t.status.label("status"),
-            t.success.label("success"),
-            t.reward.label("reward"),
-            t.failure_reason.label("failure_reason"),
-            t.step_count.label("step_count"),
-            t.created_at.label("created_at"),
-            t.closed_at.label("closed_at"),
-        ).where(t.namespace == namespace)
-    else:
-        s = SnapshotTrajectory
-        stmt = (
-            select(
-                *fixed,
-                s.status.label("status"),
-                s.success.label("success"),
-                s.reward.label("reward"),
-                s.failure_reason.label("failure_reason"),
-                s.step_count.label("step_count"),
-                t.created_at.label("created_at"),
-                s.closed_at.label("closed_at"),
-            )
-            .join(s, and_(s.trajectory_pk == t.pk, s.snapshot_pk == snapshot_pk))
-            .where(t.namespace == namespace)
+    pinned: Any = t if snapshot_pk is None else SnapshotTrajectory
+    stmt: Select[Any] = select(
+        *(
+            getattr(pinned if c in _PINNED_TRAJECTORY_COLUMNS else t, "metadata_" if c == "metadata" else c).label(c)
+            for c in TRAJECTORY_VIEW_COLUMNS
         )
-    return stmt.subquery("tv")
+    )
+    if snapshot_pk is not None:
+        stmt = stmt.join(pinned, and_(pinned.trajectory_pk == t.pk, pinned.snapshot_pk == snapshot_pk))
+    return stmt.where(t.namespace == namespace).subquery("tv")
 
 
 def steps_of(view: Subquery) -> Any:
@@ -332,6 +297,16 @@ EVIDENCE_VIEW_COLUMNS = (
     "value",
 )
 
+# The evidence view's columns a live read takes from the citing trajectory (a
+# snapshot's evidence rows hold copies): view column -> trajectory attribute.
+_CITING_TRAJECTORY = {
+    "trajectory_id": "id",
+    "task_hash": "task_hash",
+    "agent": "agent",
+    "policy_version": "policy_version",
+    "group_id": "group_id",
+}
+
 
 def evidence_view(namespace: str, snapshot_pk: int | None) -> Subquery:
     """Evidence rows with the citing trajectory's fixed fields (EVIDENCE_VIEW_COLUMNS):
@@ -346,17 +321,10 @@ def evidence_view(namespace: str, snapshot_pk: int | None) -> Subquery:
     ev, t = ReflectionEvidence, Trajectory
     return (
         select(
-            ev.reflection_pk.label("reflection_pk"),
-            ev.trajectory_pk.label("trajectory_pk"),
-            t.id.label("trajectory_id"),
-            t.task_hash.label("task_hash"),
-            t.agent.label("agent"),
-            t.policy_version.label("policy_version"),
-            t.group_id.label("group_id"),
-            ev.step_start.label("step_start"),
-            ev.step_end.label("step_end"),
-            ev.success.label("success"),
-            ev.value.label("value"),
+            *(
+                (getattr(t, _CITING_TRAJECTORY[c]) if c in _CITING_TRAJECTORY else getattr(ev, c)).label(c)
+                for c in EVIDENCE_VIEW_COLUMNS
+            )
         )
         .join(t, t.pk == ev.trajectory_pk)
         .where(t.namespace == namespace)

@@ -15,7 +15,7 @@ outgrew the batch itself in a large export (tests/service/export/test_export.py)
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from datetime import datetime
 from functools import lru_cache
 from typing import Any, TypeVar
@@ -26,6 +26,7 @@ from sqlalchemy.orm import Session
 from sqlalchemy.sql.elements import ColumnElement
 
 from store.models import Step
+from store.records import record_columns
 from store.snapshots import TRAJECTORY_VIEW_COLUMNS, steps_of, trajectory_view
 
 # What the inference engine reported for a step's action tokens: per-token arrays,
@@ -219,11 +220,6 @@ def read_steps(
         for row in session.execute(stmt, {"pks": unique[start : start + MAX_IN]}).mappings():
             out[row["trajectory_pk"]].append(row)
     return out
-
-
-def record_columns(record: type[Any]) -> tuple[str, ...]:
-    """The columns a record dataclass holds: its field names."""
-    return tuple(f.name for f in fields(record))
 
 
 def read_trajectory_records(

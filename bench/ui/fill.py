@@ -78,7 +78,7 @@ from domain.state_text import task_query_text
 from migrations import upgrade
 from reflectors import contrastive, evidence_cards
 from reflectors.exemplars import credit, exemplar_id, returns_to_go, step_rewards
-from reflectors.llm_client.schemas import Criterion, StepCountCheck, ToolCalledCheck
+from reflectors.llm_client.schemas import Criterion
 from reflectors.prompted.heuristics import heuristic_id as llm_heuristic_id
 from reflectors.prompted.heuristics import heuristic_text
 from reflectors.prompted.rubrics import rubric_content, rubric_id
@@ -86,6 +86,7 @@ from reflectors.prompted.skills import skill_id, skill_text
 from reflectors.registry import reflectors_available
 from service.retrieval.credit import unnamed_max_rank
 from service.retrieval.schemas import RetrieveRequest
+from service.rubrics.written_checks import StepCountCheck, ToolCalledCheck
 from service.trajectories import ingest
 from service.trajectories.schemas import OutcomeCreate, State, StepCreate, TrajectoryCreate
 from store import retrievals as retrievals_repo

@@ -11,11 +11,12 @@ A failed check becomes the repair message the model sees, so messages say what t
 
 from __future__ import annotations
 
-import re
 import string
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+
+from service.rubrics.written_checks import RuleCheck
 
 
 def _drop_docstring(schema: dict[str, Any]) -> None:
@@ -169,65 +170,8 @@ class SkillsOut(_Out):
 
 # -- rubrics (RubricEM, CRPO) --------------------------------------------------------
 #
-# Rule semantics, as the rubrics prompt states them (a scorer must implement exactly
-# these): a target is the last step's action / result ("final_*") or any step's
-# ("any_*": passes if one step passes). regex uses re.search; regex and contains read
-# a JSON action as its JSON text, json_field reads it as the object (a string target
-# is parsed as JSON); path is dotted, list indexes as numbers. negate inverts regex
-# and contains. tool_called counts the actions naming that tool; max_times null is
-# unbounded. step_count bounds the number of steps, either bound null when absent.
-
-Target = Literal["final_action", "final_result", "any_action", "any_result"]
-
-
-class RegexCheck(_Out):
-    type: Literal["regex"]
-    target: Target
-    pattern: str = Field(min_length=1, max_length=300, description="Python re.search pattern")
-    negate: bool = Field(description="true: passes when the pattern is NOT found")
-
-    @field_validator("pattern")
-    @classmethod
-    def _compiles(cls, pattern: str) -> str:
-        try:
-            re.compile(pattern)
-        except re.error as exc:
-            raise ValueError(f"pattern does not compile: {exc}") from exc
-        return pattern
-
-
-class ContainsCheck(_Out):
-    type: Literal["contains"]
-    target: Target
-    text: str = Field(min_length=1, max_length=300)
-    case_sensitive: bool
-    negate: bool = Field(description="true: passes when the text is NOT found")
-
-
-class JsonFieldCheck(_Out):
-    type: Literal["json_field"]
-    target: Target
-    path: str = Field(min_length=1, max_length=200, description="dot path into the JSON, list indexes as numbers")
-    op: Literal["exists", "equals", "not_equals"]
-    value: str | int | float | bool | None = Field(description="compared value for equals/not_equals; null for exists")
-
-
-class ToolCalledCheck(_Out):
-    type: Literal["tool_called"]
-    tool: str = Field(min_length=1, max_length=100)
-    min_times: int = Field(ge=0)
-    max_times: int | None = Field(ge=0, description="null: no upper bound; 0: the tool must never be called")
-
-
-class StepCountCheck(_Out):
-    type: Literal["step_count"]
-    min_steps: int | None = Field(ge=0)
-    max_steps: int | None = Field(ge=1)
-
-
-RuleCheck = Annotated[
-    RegexCheck | ContainsCheck | JsonFieldCheck | ToolCalledCheck | StepCountCheck, Field(discriminator="type")
-]
+# A criterion's check is written in the rubric package's form (service/rubrics/
+# written_checks.py: the shapes, checked by the rules the scorer applies).
 
 
 class Criterion(_Out):

@@ -34,6 +34,7 @@ from reflectors.prompts.steps import render_outcome
 from reflectors.registry import Reflector, register
 from reflectors.worker import JobView, Write
 from service.namespaces.stored import read_settings
+from service.rubrics.content import describe_check
 from store import evidence as evidence_repo
 from store import index_feed
 from store import reflections as repo
@@ -69,23 +70,6 @@ def mixed(attempts: list[Trajectory]) -> bool:
     return any(t.success for t in attempts) and any(t.success is False for t in attempts)
 
 
-def _check_text(check: dict[str, Any] | None) -> str:
-    if check is None:
-        return "judged"
-    kind = check["type"]
-    if kind == "regex":
-        return f"rule: {'no ' if check['negate'] else ''}match of /{check['pattern']}/ in {check['target']}"
-    if kind == "contains":
-        return f"rule: {check['target']} {'does not contain' if check['negate'] else 'contains'} {check['text']!r}"
-    if kind == "json_field":
-        value = "" if check["op"] == "exists" else f" {check['value']!r}"
-        return f"rule: {check['target']}.{check['path']} {check['op']}{value}"
-    if kind == "tool_called":
-        upper = "any" if check["max_times"] is None else check["max_times"]
-        return f"rule: tool {check['tool']} called {check['min_times']}..{upper} times"
-    return f"rule: steps {check['min_steps'] or 0}..{check['max_steps'] or 'any'}"
-
-
 def rubric_content(task: str, criteria: list[Criterion], attempts: list[tuple[str, Trajectory]]) -> dict[str, Any]:
     rows = [
         {
@@ -98,7 +82,10 @@ def rubric_content(task: str, criteria: list[Criterion], attempts: list[tuple[st
         for i, c in enumerate(criteria)
     ]
     lines = [f"Rubric for task: {task}"]
-    lines += [f"- [{r['weight']:.2f}] {r['text']} ({_check_text(r['check'])})" for r in rows]
+    lines += [
+        f"- [{c.weight:.2f}] {c.text} ({describe_check(None if c.check is None else c.check.normalised())})"
+        for c in criteria
+    ]
     return {
         "name": f"Rubric for task: {task}"[:200],
         "task": task,

@@ -20,6 +20,7 @@ from sqlalchemy.orm import Session
 
 from domain.hashing import task_hash as hash_task
 from store import trajectory_reader as reader
+from store.records import record_columns
 from store.snapshots import evidence_view, reflection_view
 from store.trajectory_reader import TrajectoryFilter
 
@@ -191,7 +192,7 @@ def _newest_records(
         namespace,
         snapshot_pk,
         where,
-        columns=reader.record_columns(TrajectoryRecord),
+        columns=record_columns(TrajectoryRecord),
         before_pk=before_pk,
         newest_first=True,
         limit=limit,

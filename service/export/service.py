@@ -39,6 +39,7 @@ from service.settings import Limits
 from service.snapshots.service import SnapshotService
 from store import trajectory_reader as reader
 from store.database import Database
+from store.records import record_columns
 from store.trajectory_reader import MAX_IN, ROLLOUT_FIELDS, STEP_COLUMNS, TrajectoryFilter
 
 # The context template of sft prompts, plain and teacher alike (its name@version in
@@ -65,6 +66,10 @@ _ONLY_FOR = {
     "max_pairs_per_state": "preferences",
     "hints": "preferences",
 }
+
+# A query parameter named like a trajectory filter is that filter (environment, agent,
+# task, success, created_after, …).
+_FILTER_PARAMETERS = tuple(name for name in record_columns(TrajectoryFilter) if name in ExportQuery.model_fields)
 
 
 @dataclass(frozen=True)
@@ -181,18 +186,8 @@ class ExportService:
 
     @staticmethod
     def _filters(query: ExportQuery) -> TrajectoryFilter:
-        return TrajectoryFilter(
-            environment=query.environment,
-            agent=query.agent,
-            policy_version=query.policy_version,
-            group_id=query.group_id,
-            task=query.task,
-            task_hash=task_hash(query.task) if query.task is not None else None,
-            task_contains=query.task_contains,
-            success=query.success,
-            created_after=query.created_after,
-            created_before=query.created_before,
-        )
+        given = {name: getattr(query, name) for name in _FILTER_PARAMETERS}
+        return TrajectoryFilter(**given, task_hash=task_hash(query.task) if query.task is not None else None)
 
     def _rows(self, source: _Source, query: ExportQuery) -> Iterator[dict[str, Any]]:
         """The dataset's rows, in export order (lazily)."""

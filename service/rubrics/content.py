@@ -19,7 +19,7 @@ The check types (and their fields) are the DESIGN.md names:
     max_steps     max_steps? and/or min_steps?
 
 `scope` (what text a check reads; `target` is accepted as its older name) is one of
-SCOPES. What the LLM rubrics reflector writes (reflectors/prompted/rubrics.py) is
+SCOPES. What the LLM rubrics reflector writes (written_checks.py) is
 read too: criteria without an `id` get `c1`, `c2`, … by position, `json_field` is
 json_path and `step_count` is max_steps, and `contains` may carry `negate`.
 

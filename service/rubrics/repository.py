@@ -17,6 +17,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from store.models import RewardCapability, utcnow
+from store.records import record_from
 from store.snapshots import reflection_view
 
 RUBRIC_KIND = "rubric"
@@ -62,19 +63,7 @@ def read_rubric(session: Session, namespace: str, snapshot_pk: int | None, id: s
     row = session.execute(select(rv).where(rv.c.id == id, rv.c.kind == RUBRIC_KIND)).one_or_none()
     if row is None:
         return None
-    return RubricRecord(
-        pk=row.pk,
-        id=row.id,
-        status=row.status,
-        version=row.version,
-        content=row.content,
-        text=row.text,
-        task=row.task,
-        environment=row.environment,
-        reflector=row.reflector,
-        created_at=row.created_at,
-        updated_at=row.updated_at,
-    )
+    return record_from(RubricRecord, row)
 
 
 # -- reward capabilities -----------------------------------------------------------

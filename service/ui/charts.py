@@ -73,11 +73,14 @@ def _frame(
     body: list[str],
     box: _Box,
     y_ticks: Sequence[tuple[float, str]],
+    labels: Sequence[str],
     *,
     x_label: str | None = None,
     y_label: str | None = None,
     legend: Sequence[tuple[str, str]] = (),
 ) -> Markup:
+    """The chart around `body`: axes, ticks, the x labels, the axis titles and the
+    legend, drawn only with more than one entry (one series needs no legend)."""
     bottom = box.top + box.height
     svg_h = bottom + PAD_BOTTOM + (X_LABEL_H if x_label else 0)
     axis = [
@@ -100,7 +103,7 @@ def _frame(
     return Markup(
         f'<svg class="chart" viewBox="0 0 {WIDTH} {svg_h:.0f}" role="img">'
         f"<title>{escape(title)}</title><desc>{escape(desc)}</desc>{DEFS}"
-        + "".join(axis + list(_legend(box, legend)) + body)
+        + "".join(axis + (_legend(box, legend) if len(legend) > 1 else []) + body + _x_labels(labels, box))
         + "</svg>"
     )
 
@@ -153,16 +156,7 @@ def stacked_bars(
         for s, (name, _) in enumerate(series)
     ]
     ticks = [(box.y(y_max, 0, y_max), f"{y_max:g}"), (box.y(0, 0, y_max), "0")]
-    return _frame(
-        title,
-        desc,
-        body + _x_labels(labels, box),
-        box,
-        ticks,
-        x_label=x_label,
-        y_label=y_label,
-        legend=legend if len(series) > 1 else (),
-    )
+    return _frame(title, desc, body, box, ticks, labels, x_label=x_label, y_label=y_label, legend=legend)
 
 
 def _marker(style: int, x: float, y: float) -> str:
@@ -236,16 +230,7 @@ def lines(
         )
     parts += [f"{name}: {fmt(value)}" for name, value in references]
     ticks = [(box.y(v, lo, hi), fmt(v)) for v in (hi, (lo + hi) / 2, lo)]
-    return _frame(
-        title,
-        "; ".join(parts),
-        body + _x_labels(labels, box),
-        box,
-        ticks,
-        x_label=x_label,
-        y_label=y_label,
-        legend=legend if len(legend) > 1 else (),
-    )
+    return _frame(title, "; ".join(parts), body, box, ticks, labels, x_label=x_label, y_label=y_label, legend=legend)
 
 
 def rate_line(

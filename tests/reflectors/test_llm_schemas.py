@@ -1,5 +1,5 @@
 """The answer models' checks beyond JSON Schema: operation-dependent fields, step
-indexes and ids that must exist, skill parameters, rubric weights."""
+indexes and ids that must exist, skill parameters, rubric weights and checks."""
 
 from __future__ import annotations
 
@@ -110,6 +110,27 @@ def test_rubric_checks_are_tagged_by_type() -> None:
     assert "does not match any of the expected tags" in invalid(
         RubricOut, {"criteria": [criterion(0.5, {"type": "llm"}), criterion(0.5)]}
     )
+
+
+@pytest.mark.parametrize(
+    ("check", "message"),
+    [
+        ({"type": "step_count", "min_steps": None, "max_steps": None}, "check.max_steps or min_steps is required"),
+        ({"type": "step_count", "min_steps": 5, "max_steps": 2}, "check.min_steps is 5, above max_steps 2"),
+        (
+            {"type": "tool_called", "tool": "open", "min_times": 3, "max_times": 1},
+            "check.min_times is 3, above max_times 1",
+        ),
+        (
+            {"type": "json_field", "target": "final_action", "path": "a[", "op": "exists", "value": None},
+            "check.path is not a JSON path",
+        ),
+    ],
+)
+def test_rubric_checks_the_scorer_would_refuse_are_sent_back_for_repair(check: dict[str, Any], message: str) -> None:
+    """The rubric package's rules decide what a written check may be: a rubric the
+    reflector stores is one the service can score."""
+    assert message in invalid(RubricOut, {"criteria": [criterion(0.5, check), criterion(0.5)]})
 
 
 def test_golden_negative_critical_step_must_exist() -> None:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from domain.contexts.plain import HistoryStep, action_text, result_text
 from domain.hashing import task_hash
@@ -22,6 +21,7 @@ from service.distill.contexts.render import Draft, Piece, clip, number
 from service.distill.contexts.schemas import ContextTrajectory
 from service.distill.repository import StepRecord, TrajectoryRecord
 from service.retrieval.schemas import RetrievedItem
+from store.records import record_from
 
 OBSERVATION_CHARS = 400
 RESULT_CHARS = 300
@@ -38,21 +38,6 @@ MEMORY_TITLES = {
 
 
 @dataclass(frozen=True)
-class EpisodeStep:
-    index: int
-    observation: str
-    data: dict[str, Any] | None
-    internal_state: str | None
-    action: Any
-    result: str | None
-    error: str | None
-    reward: float | None
-    done: bool
-    truncated: bool
-    caused_failure: bool
-
-
-@dataclass(frozen=True)
 class Outcome:
     success: bool | None
     reward: float | None
@@ -61,7 +46,8 @@ class Outcome:
 
 @dataclass(frozen=True)
 class Episode:
-    """A trajectory as the builders see it, stored or inline alike."""
+    """A trajectory as the builders see it, stored or inline alike (an inline step is
+    read into the record a stored one is read as)."""
 
     id: str | None
     pk: int | None  # stored: its surrogate key; inline: None
@@ -71,7 +57,7 @@ class Episode:
     parent_trajectory_id: str | None
     attempt: int | None
     outcome: Outcome | None  # None: open (stored) or not given (inline)
-    steps: tuple[EpisodeStep, ...]
+    steps: tuple[StepRecord, ...]
 
 
 @dataclass(frozen=True)
@@ -82,39 +68,14 @@ class NotApplicable:
 # -- episodes from what was loaded ------------------------------------------------
 
 
-def history_step(s: EpisodeStep) -> HistoryStep:
-    return HistoryStep(observation=s.observation, action=s.action, result=s.result, error=s.error, data=s.data)
+def history_step(s: StepRecord) -> HistoryStep:
+    return HistoryStep(observation=s.observation, action=s.action, result=s.result, error=s.error, data=s.state_data)
 
 
 def stored_episode(rec: TrajectoryRecord, steps: dict[int, list[StepRecord]]) -> Episode:
     """A stored trajectory as read through the views (open: no outcome)."""
     outcome = Outcome(rec.success, rec.reward, rec.failure_reason) if rec.status == "closed" else None
-    return Episode(
-        id=rec.id,
-        pk=rec.pk,
-        task=rec.task,
-        task_hash=rec.task_hash,
-        group_id=rec.group_id,
-        parent_trajectory_id=rec.parent_trajectory_id,
-        attempt=rec.attempt,
-        outcome=outcome,
-        steps=tuple(
-            EpisodeStep(
-                index=s.index,
-                observation=s.observation,
-                data=s.state_data,
-                internal_state=s.internal_state,
-                action=s.action,
-                result=s.result,
-                error=s.error,
-                reward=s.reward,
-                done=s.done,
-                truncated=s.truncated,
-                caused_failure=s.caused_failure,
-            )
-            for s in steps.get(rec.pk, [])
-        ),
-    )
+    return record_from(Episode, rec, outcome=outcome, steps=tuple(steps.get(rec.pk, ())))
 
 
 def inline_episode(t: ContextTrajectory) -> Episode:
@@ -131,10 +92,10 @@ def inline_episode(t: ContextTrajectory) -> Episode:
         attempt=t.attempt,
         outcome=None if o is None else Outcome(o.success, o.reward, o.failure_reason),
         steps=tuple(
-            EpisodeStep(
+            StepRecord(
                 index=j,
                 observation=s.state.observation,
-                data=s.state.data,
+                state_data=s.state.data,
                 internal_state=s.internal_state,
                 action=s.action,
                 result=s.result,
@@ -161,7 +122,7 @@ def outcome_text(outcome: Outcome | None) -> str:
     return ", ".join(parts)
 
 
-def _step_result(step: EpisodeStep) -> str:
+def _step_result(step: StepRecord) -> str:
     return clip(result_text(step.result, step.error), RESULT_CHARS)
 
 

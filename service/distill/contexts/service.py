@@ -475,7 +475,7 @@ class DistillService:
                     keys.append((t_i, e_i, position))
                     requests.append(
                         RetrieveRequest(
-                            state=State(observation=s.observation, data=s.data),
+                            state=State(observation=s.observation, data=s.state_data),
                             internal_state=s.internal_state,
                             task=episode.task,
                             kinds=list(spec.kinds or DEFAULT_MEMORY_KINDS),

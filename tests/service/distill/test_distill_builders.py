@@ -19,15 +19,16 @@ from hypothesis import strategies as st
 from domain.contexts import templates
 from domain.contexts.plain import PlainHistory, transcript
 from service.distill.contexts import builders
-from service.distill.contexts.builders import Episode, EpisodeStep, NotApplicable, Outcome
+from service.distill.contexts.builders import Episode, NotApplicable, Outcome
 from service.distill.contexts.render import ActionGuard, Draft, HFTokenCounter, Piece, fit
+from service.distill.repository import StepRecord
 
 TEMPLATE = templates.load_template("default")
 
 
-def estep(index: int, observation: str, action: Any, **fields: Any) -> EpisodeStep:
+def estep(index: int, observation: str, action: Any, **fields: Any) -> StepRecord:
     values: dict[str, Any] = {
-        "data": None,
+        "state_data": None,
         "internal_state": None,
         "result": None,
         "error": None,
@@ -37,10 +38,10 @@ def estep(index: int, observation: str, action: Any, **fields: Any) -> EpisodeSt
         "caused_failure": False,
     }
     values.update(fields)
-    return EpisodeStep(index=index, observation=observation, action=action, **values)
+    return StepRecord(index=index, observation=observation, action=action, **values)
 
 
-def episode(steps: list[EpisodeStep], outcome: Outcome | None = None, **fields: Any) -> Episode:
+def episode(steps: list[StepRecord], outcome: Outcome | None = None, **fields: Any) -> Episode:
     values: dict[str, Any] = {
         "id": "t1",
         "pk": 1,
@@ -54,7 +55,7 @@ def episode(steps: list[EpisodeStep], outcome: Outcome | None = None, **fields: 
     return Episode(outcome=outcome, steps=tuple(steps), **values)
 
 
-def history(steps: list[EpisodeStep]) -> PlainHistory:
+def history(steps: list[StepRecord]) -> PlainHistory:
     return PlainHistory(TEMPLATE, "open the door", [builders.history_step(s) for s in steps])
 
 
@@ -104,7 +105,13 @@ def test_a_template_with_a_wrong_placeholder_fails_at_load(tmp_path: Path, monke
 
 
 STEPS = [
-    estep(0, "a hall, a door to the north", "go north", result="you walk north", data={"room": "hall", "doors": ["n"]}),
+    estep(
+        0,
+        "a hall, a door to the north",
+        "go north",
+        result="you walk north",
+        state_data={"room": "hall", "doors": ["n"]},
+    ),
     estep(1, "a kitchen, a key on the table", {"name": "take", "args": {"item": "key"}}, result="you hold the key"),
     estep(2, "the door is locked", "unlock door", error="the key does not fit"),
     estep(3, "the door is still locked", "kick door"),

@@ -102,6 +102,15 @@ def door_outcome(success: bool) -> dict[str, Any]:
     return outcome
 
 
+#: A rubric criterion checked by rule: the final answer equals the item's label.
+RIGHT_NUMBER = {
+    "id": "correct",
+    "text": "The final answer is the right number.",
+    "weight": 3,
+    "check": {"type": "numeric", "op": "eq", "value": "{{label}}"},
+}
+
+
 # -- in the store -----------------------------------------------------------------
 
 

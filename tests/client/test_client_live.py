@@ -529,6 +529,7 @@ def test_every_client_route_exists_in_the_servers_openapi(live_server: Any) -> N
         # Every query parameter the client sends is one the server reads.
         known = {parameter["name"] for parameter in route[op.method.lower()].get("parameters", [])}
         assert set(op.params or {}) <= known, (name, set(op.params or {}) - known)
+    assert "post" in paths["/v1/reward/{capability}"]  # a reward URL is no client operation
 
     # The bodies the client sends name exactly the server's fields, and what it reads
     # names exactly what the server answers (a field the server adds must be mirrored).
@@ -594,6 +595,20 @@ def test_every_client_route_exists_in_the_servers_openapi(live_server: Any) -> N
         "CheckEvidence": models.CheckEvidence,
         "CheckAlternative": models.CheckAlternative,
         "CheckHeuristic": models.CheckHeuristic,
+        "RubricCreate": models.RubricCreate,
+        "CriterionCreate": models.RubricCriterion,
+        "ScoreItem": models.RubricScoreItem,
+        "ScoreRequest": models.RubricScoreRequest,
+        "ScoreBatchRequest": models.RubricScoreBatchRequest,
+        "CapabilityCreate": models.RewardCapabilityCreate,
+        "RubricRead": models.Rubric,
+        "CriterionRead": models.RubricCriterionRead,
+        "ScoreRead": models.RubricScore,
+        "CriterionScoreRead": models.CriterionScore,
+        "StageScoreRead": models.StageScore,
+        "ScoreBatchRead": models.RubricBatchScore,
+        "CapabilityRead": models.RewardCapability,
+        "CapabilityCreated": models.RewardCapabilityCreated,
     }
     for server_name, model in mirrored.items():
         assert set(model.model_fields) == set(schemas[server_name]["properties"]), server_name

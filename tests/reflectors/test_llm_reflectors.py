@@ -124,6 +124,11 @@ def history(api: TestClient, id: str) -> list[dict[str, Any]]:
     return api.get(f"{NS}/reflections/{id}/history").json()
 
 
+def made_by(item: dict[str, Any]) -> tuple[str, str, str]:
+    """The reflector, the prompt version and the model that wrote an item."""
+    return item["reflector"], item["reflector_version"], item["model"]
+
+
 def jobs(api: TestClient, **params: Any) -> list[dict[str, Any]]:
     return api.get(f"{NS}/jobs", params={"limit": 500, **params}).json()["items"]
 
@@ -146,11 +151,7 @@ def test_heuristics_from_a_single_attempt(api_llm: TestClient, scripted_llm: Scr
     assert set(found) == {hid(DOOR), hid(SEARCH)}
     door = found[hid(DOOR)]
     assert door["status"] == "candidate"
-    assert (door["reflector"], door["reflector_version"], door["model"]) == (
-        "llm_heuristics",
-        "heuristics_single.v1",
-        "scripted-model",
-    )
+    assert made_by(door) == ("llm_heuristics", "heuristics_single.v1", "scripted-model")
     assert door["content"] == {
         "trigger": DOOR[0],
         "guideline": DOOR[1],
@@ -352,11 +353,7 @@ def test_golden_negative_from_an_expert_failure(api_llm: TestClient, scripted_ll
     post(api, "x1", False, metadata={"expert": True})
     drain(api)
     [h] = items(api, "heuristic")
-    assert (h["reflector"], h["reflector_version"], h["model"]) == (
-        "llm_golden_negative",
-        "golden_negative.v1",
-        "expert-judge",
-    )
+    assert made_by(h) == ("llm_golden_negative", "golden_negative.v1", "expert-judge")
     assert h["content"]["golden_negatives"] == [
         {
             "trajectory_id": "x1",
@@ -402,12 +399,7 @@ def test_skills_from_successes(api_llm: TestClient, scripted_llm: ScriptedLLM) -
     drain(api)
     [s] = items(api, "skill")
     assert s["id"] == skill_id("mem", ENV, "unlock_and_open_door")
-    assert (s["reflector"], s["reflector_version"], s["model"], s["status"]) == (
-        "llm_skills",
-        "skills.v1",
-        "scripted-model",
-        "candidate",
-    )
+    assert made_by(s) == ("llm_skills", "skills.v1", "scripted-model") and s["status"] == "candidate"
     c = s["content"]
     assert (c["name"], c["when_to_use"], c["preconditions"], c["importance"]) == (
         "unlock_and_open_door",
@@ -467,12 +459,7 @@ def test_rubric_from_mixed_outcomes_is_revised_by_a_new_group(api_llm: TestClien
     assert len(jobs(api, kind="reflect.rubrics")) == 1  # coalesced: one job for the task
     [rubric] = items(api, "rubric")
     assert rubric["id"] == rubric_id("mem", task_hash("escape"))
-    assert (rubric["reflector"], rubric["reflector_version"], rubric["model"], rubric["task"]) == (
-        "llm_rubrics",
-        "rubrics.v1",
-        "scripted-model",
-        "escape",
-    )
+    assert made_by(rubric) == ("llm_rubrics", "rubrics.v1", "scripted-model") and rubric["task"] == "escape"
     c = rubric["content"]
     assert [x["weight"] for x in c["criteria"]] == pytest.approx([0.6, 0.4])
     assert c["criteria"][0]["check"]["type"] == "contains" and c["criteria"][1]["check"] is None

@@ -55,7 +55,7 @@ from reflexa._transport import SyncTransport
 if TYPE_CHECKING:  # numpy is needed only by distill_advantages_arrays
     from reflexa.binary_advantages import ArrayAdvantages
 from reflexa.config import DEFAULT_TIMEOUT, ClientConfig
-from reflexa.episode import Episode, EpisodeErrorCallback  # sync-only
+from reflexa.episode import Episode, EpisodeOptions  # sync-only
 from reflexa.errors import ConsistencyTimeout, ReflexaError
 from reflexa.models import (
     AdvantageMethod,
@@ -937,28 +937,13 @@ class Client:
     # --- logging an episode as it runs ------------------------------------------------------
 
     def episode(  # sync-only
-        self,
-        namespace: str | None = None,
-        *,
-        task: str,
-        id: str | None = None,
-        environment: str | None = None,
-        agent: str | None = None,
-        policy_version: str | None = None,
-        group_id: str | None = None,
-        parent_trajectory_id: str | None = None,
-        attempt: int | None = None,
-        metadata: Mapping[str, Any] | None = None,
-        retrieval_ids: Sequence[str] | None = None,
-        batch_size: int = 50,
-        flush_interval: float = 0.2,
-        max_buffered_steps: int = 10_000,
-        flush_timeout: float = 10.0,
-        wait_searchable_ms: int = 0,
-        strict: bool = False,
-        on_error: EpisodeErrorCallback | None = None,
+        self, namespace: str | None = None, *, task: str, **options: Unpack[EpisodeOptions]
     ) -> Episode:
-        """Start logging an episode in the background; see :class:`~reflexa.episode.Episode`.
+        """Start logging an episode in the background; see :class:`~reflexa.episode.Episode`
+        for the ``options`` (:class:`~reflexa.episode.EpisodeOptions`: id, environment, agent,
+        policy_version, group_id, parent_trajectory_id, attempt, metadata, retrieval_ids,
+        batch_size, flush_interval, max_buffered_steps, flush_timeout, wait_searchable_ms,
+        strict, on_error) and their defaults.
 
         ``ep.step(...)`` never blocks and never raises for network problems. Use it as
         a context manager so that everything is flushed at the end. With
@@ -966,24 +951,4 @@ class Client:
         within ``flush_timeout``) until the finished episode is searchable by anyone;
         this client's own retrieves wait for it anyway.
         """
-        return Episode(
-            self,
-            self._ns(namespace),
-            task=task,
-            id=id,
-            environment=environment,
-            agent=agent,
-            policy_version=policy_version,
-            group_id=group_id,
-            parent_trajectory_id=parent_trajectory_id,
-            attempt=attempt,
-            metadata=metadata,
-            retrieval_ids=retrieval_ids,
-            batch_size=batch_size,
-            flush_interval=flush_interval,
-            max_buffered_steps=max_buffered_steps,
-            flush_timeout=flush_timeout,
-            wait_searchable_ms=wait_searchable_ms,
-            strict=strict,
-            on_error=on_error,
-        )
+        return Episode(self, self._ns(namespace), task=task, **options)

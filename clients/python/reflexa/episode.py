@@ -41,7 +41,7 @@ import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypedDict
 
 from reflexa import _operations as ops
 from reflexa._delivery import EpisodeSender, EpisodeStats
@@ -51,13 +51,58 @@ from reflexa._transport import SyncTransport
 from reflexa.errors import EpisodeDeliveryError, ReflexaError
 from reflexa.models import CheckResult, Kind, Outcome, RetrieveResult, Step, TrajectoryCreate, coerce, dump
 
-__all__ = ["Episode", "EpisodeClient", "EpisodeErrorCallback", "EpisodeStats"]
+if TYPE_CHECKING:  # typing has Unpack from Python 3.11; the client runs on 3.10
+    from typing_extensions import Unpack
+
+__all__ = ["Episode", "EpisodeClient", "EpisodeErrorCallback", "EpisodeOptions", "EpisodeStats", "RetrieveOptions"]
 
 log = logging.getLogger("reflexa.episode")
 
 #: Called with a permanent delivery failure (from the sender thread) or, on close,
 #: with an :class:`~reflexa.errors.EpisodeDeliveryError` for dropped or timed-out steps.
 EpisodeErrorCallback = Callable[[ReflexaError], None]
+
+
+class EpisodeOptions(TypedDict, total=False):
+    """The keywords of :meth:`reflexa.Client.episode` besides ``task``: the
+    trajectory's own fields, how its steps are sent, and how failures are told;
+    each as :class:`Episode` takes it (with its default there)."""
+
+    id: str | None
+    environment: str | None
+    agent: str | None
+    policy_version: str | None
+    group_id: str | None
+    parent_trajectory_id: str | None
+    attempt: int | None
+    metadata: Mapping[str, Any] | None
+    retrieval_ids: Sequence[str] | None
+    batch_size: int
+    flush_interval: float
+    max_buffered_steps: int
+    flush_timeout: float
+    wait_searchable_ms: int
+    strict: bool
+    on_error: EpisodeErrorCallback | None
+
+
+class RetrieveOptions(TypedDict, total=False):
+    """The keywords of :meth:`Episode.retrieve`: those of :meth:`reflexa.Client.retrieve`
+    (with its defaults) but the ones the episode sets itself (``trajectory_id``, ``step``)
+    and ``snapshot`` (an episode is live)."""
+
+    data: Mapping[str, Any] | None
+    internal_state: str | None
+    task: str | None
+    environment: str | None
+    kinds: Sequence[Kind] | None
+    k: int
+    min_score: float | None
+    mmr_lambda: float | None
+    filters: FiltersInput | None
+    render: RenderInput | None
+    consistency: Literal["session", "none"] | str
+    wait_timeout_ms: int
 
 
 class EpisodeClient(Protocol):
@@ -221,23 +266,7 @@ class Episode:
         )
         self._sender.set_outcome(outcome)
 
-    def retrieve(
-        self,
-        observation: str,
-        *,
-        internal_state: str | None = None,
-        data: Mapping[str, Any] | None = None,
-        task: str | None = None,
-        environment: str | None = None,
-        kinds: Sequence[Kind] | None = None,
-        k: int = 10,
-        min_score: float | None = None,
-        mmr_lambda: float | None = None,
-        filters: FiltersInput | None = None,
-        render: RenderInput | None = None,
-        consistency: Literal["session", "none"] | str = "session",
-        wait_timeout_ms: int = 5000,
-    ) -> RetrieveResult:
+    def retrieve(self, observation: str, **options: Unpack[RetrieveOptions]) -> RetrieveResult:
         """:meth:`reflexa.Client.retrieve` for this episode's current state; waits for the answer.
 
         The retrieval is tied to this episode (``trajectory_id``) and to the step
@@ -247,24 +276,13 @@ class Episode:
         not wait for this episode's own unsent steps, which are not searchable
         before the episode closes anyway. Network problems raise, as for any retrieve.
         """
-        self._state = (observation, data, internal_state)
+        self._state = (observation, options.get("data"), options.get("internal_state"))
+        if options.get("task") is None:
+            options["task"] = self._task
+        if options.get("environment") is None:
+            options["environment"] = self._environment
         result = self._client.retrieve(
-            self.namespace,
-            observation,
-            data=data,
-            internal_state=internal_state,
-            task=task if task is not None else self._task,
-            environment=environment if environment is not None else self._environment,
-            kinds=kinds,
-            k=k,
-            min_score=min_score,
-            mmr_lambda=mmr_lambda,
-            filters=filters,
-            render=render,
-            trajectory_id=self.id,
-            consistency=consistency,
-            wait_timeout_ms=wait_timeout_ms,
-            step=self._sender.next_index,
+            self.namespace, observation, trajectory_id=self.id, step=self._sender.next_index, **options
         )
         if result.retrieval_id is not None:  # always, for a live retrieve
             with self._retrievals_lock:

@@ -193,6 +193,42 @@ def new_trajectory_id() -> str:
     return uuid.uuid4().hex
 
 
+def _every_keyword(
+    operation: str, kind: type[Any], given: Mapping[str, Any], defaults: Mapping[str, Any]
+) -> dict[str, Any]:
+    """Each keyword of ``kind`` (a TypedDict of keyword arguments) in its declared order,
+    given or defaulted (``None``); one that is none of them is refused as Python refuses
+    an unknown parameter."""
+    unknown = sorted(set(given) - kind.__optional_keys__)
+    if unknown:
+        raise TypeError(f"{operation}() got an unexpected keyword argument {unknown[0]!r}")
+    chosen = {**defaults, **given}
+    return {name: chosen.get(name) for name in kind.__annotations__}
+
+
+class TrajectoryFields(TypedDict, total=False):
+    """A trajectory's own fields besides its id, task, steps and outcome, as
+    :meth:`reflexa.Client.create_trajectory` and :meth:`reflexa.Client.episode` take them."""
+
+    environment: str | None
+    agent: str | None
+    policy_version: str | None
+    group_id: str | None
+    parent_trajectory_id: str | None
+    attempt: int | None
+    metadata: Mapping[str, Any] | None
+    retrieval_ids: Sequence[str] | None
+
+
+def trajectory_header(operation: str, id: str | None, task: str, fields: Mapping[str, Any]) -> dict[str, Any]:
+    """A trajectory's body but its steps and outcome, every field named (``None`` where
+    not given); a keyword that is none of them is a TypeError naming ``operation``."""
+    header = {"id": id, "task": task, **_every_keyword(operation, TrajectoryFields, fields, {})}
+    if header["retrieval_ids"] is not None:
+        header["retrieval_ids"] = list(header["retrieval_ids"])
+    return header
+
+
 def with_id(trajectory: TrajectoryInput, *, field: str = "") -> TrajectoryCreate:
     """``trajectory`` validated, with a new id if it had none."""
     model = coerce(TrajectoryCreate, trajectory, field=field)
@@ -289,23 +325,11 @@ class TrajectoryFilters(TypedDict, total=False):
     include_steps: bool
 
 
-def _every_filter(
-    operation: str, kind: type[Any], given: Mapping[str, Any], defaults: Mapping[str, Any]
-) -> dict[str, Any]:
-    """Each filter of ``kind`` in its declared order, given or defaulted (``None``); a
-    keyword that is none of them is refused as Python refuses an unknown parameter."""
-    unknown = sorted(set(given) - kind.__optional_keys__)
-    if unknown:
-        raise TypeError(f"{operation}() got an unexpected keyword argument {unknown[0]!r}")
-    chosen = {**defaults, **given}
-    return {name: chosen.get(name) for name in kind.__annotations__}
-
-
 def list_trajectories(
     namespace: str, *, limit: int | None = None, cursor: str | None = None, **filters: Unpack[TrajectoryFilters]
 ) -> Operation[Page[Trajectory]]:
     """Filters left at ``None`` are not sent; booleans go as ``true`` / ``false``."""
-    chosen = _every_filter("list_trajectories", TrajectoryFilters, filters, {"include_steps": False})
+    chosen = _every_keyword("list_trajectories", TrajectoryFilters, filters, {"include_steps": False})
     given = {"limit": limit, "cursor": cursor, **chosen}
     params = {
         name: (str(value).lower() if isinstance(value, bool) else str(value))
@@ -583,7 +607,7 @@ def list_tasks(
 ) -> Operation[TaskStatsPage]:
     """GET …/tasks; parameters left at ``None`` are not sent (the server's defaults apply)."""
     defaults = {"group_by": "task", "sort": "learning_signal", "order": "desc"}
-    given = _every_filter("list_tasks", TaskFilters, filters, defaults)
+    given = _every_keyword("list_tasks", TaskFilters, filters, defaults)
     _one_of("group_by", given["group_by"], TASK_GROUP_BYS)
     _one_of("sort", given["sort"], TASK_SORTS)
     _one_of("order", given["order"], SORT_ORDERS)

@@ -43,6 +43,7 @@ from reflexa._operations import (
     TaskFilters,
     TeacherInput,
     TeacherItemInput,
+    TrajectoryFields,
     TrajectoryFilters,
     TrajectoryInput,
 )
@@ -216,16 +217,11 @@ class AsyncClient:
         steps: Sequence[StepInput] | None = None,
         outcome: OutcomeInput | None = None,
         id: str | None = None,
-        environment: str | None = None,
-        agent: str | None = None,
-        policy_version: str | None = None,
-        group_id: str | None = None,
-        parent_trajectory_id: str | None = None,
-        attempt: int | None = None,
-        metadata: Mapping[str, Any] | None = None,
-        retrieval_ids: Sequence[str] | None = None,
+        **fields: Unpack[TrajectoryFields],
     ) -> TrajectoryWritten:
-        """Store one trajectory; with an ``outcome`` it is stored closed.
+        """Store one trajectory; with an ``outcome`` it is stored closed. ``fields``
+        (:class:`~reflexa._operations.TrajectoryFields`): environment, agent,
+        policy_version, group_id, parent_trajectory_id, attempt, metadata, retrieval_ids.
 
         Without an ``id`` the client makes one up (uuid4 hex) before the first
         attempt, so retries replay instead of duplicating. Sending an identical body
@@ -234,20 +230,8 @@ class AsyncClient:
         names it as ``parent_trajectory_id`` and says which ``attempt`` it is (1 = the
         first): attempt summaries and the ``attempts`` export are built from that.
         """
-        trajectory = {
-            "id": id,
-            "task": task,
-            "environment": environment,
-            "agent": agent,
-            "policy_version": policy_version,
-            "group_id": group_id,
-            "parent_trajectory_id": parent_trajectory_id,
-            "attempt": attempt,
-            "metadata": metadata,
-            "steps": list(steps or ()),
-            "outcome": outcome,
-            "retrieval_ids": list(retrieval_ids) if retrieval_ids is not None else None,
-        }
+        header = ops.trajectory_header("create_trajectory", id, task, fields)
+        trajectory = {**header, "steps": list(steps or ()), "outcome": outcome}
         return await self._transport.send(ops.create_trajectory(self._ns(namespace), trajectory))
 
     async def create_trajectories(self, namespace: str | None, trajectories: Sequence[TrajectoryInput]) -> BatchResult:

@@ -44,6 +44,7 @@ from reflexa._operations import (
     TaskFilters,
     TeacherInput,
     TeacherItemInput,
+    TrajectoryFields,
     TrajectoryFilters,
     TrajectoryInput,
 )
@@ -244,16 +245,11 @@ class Client:
         steps: Sequence[StepInput] | None = None,
         outcome: OutcomeInput | None = None,
         id: str | None = None,
-        environment: str | None = None,
-        agent: str | None = None,
-        policy_version: str | None = None,
-        group_id: str | None = None,
-        parent_trajectory_id: str | None = None,
-        attempt: int | None = None,
-        metadata: Mapping[str, Any] | None = None,
-        retrieval_ids: Sequence[str] | None = None,
+        **fields: Unpack[TrajectoryFields],
     ) -> TrajectoryWritten:
-        """Store one trajectory; with an ``outcome`` it is stored closed.
+        """Store one trajectory; with an ``outcome`` it is stored closed. ``fields``
+        (:class:`~reflexa._operations.TrajectoryFields`): environment, agent,
+        policy_version, group_id, parent_trajectory_id, attempt, metadata, retrieval_ids.
 
         Without an ``id`` the client makes one up (uuid4 hex) before the first
         attempt, so retries replay instead of duplicating. Sending an identical body
@@ -262,20 +258,8 @@ class Client:
         names it as ``parent_trajectory_id`` and says which ``attempt`` it is (1 = the
         first): attempt summaries and the ``attempts`` export are built from that.
         """
-        trajectory = {
-            "id": id,
-            "task": task,
-            "environment": environment,
-            "agent": agent,
-            "policy_version": policy_version,
-            "group_id": group_id,
-            "parent_trajectory_id": parent_trajectory_id,
-            "attempt": attempt,
-            "metadata": metadata,
-            "steps": list(steps or ()),
-            "outcome": outcome,
-            "retrieval_ids": list(retrieval_ids) if retrieval_ids is not None else None,
-        }
+        header = ops.trajectory_header("create_trajectory", id, task, fields)
+        trajectory = {**header, "steps": list(steps or ()), "outcome": outcome}
         return self._transport.send(ops.create_trajectory(self._ns(namespace), trajectory))
 
     def create_trajectories(self, namespace: str | None, trajectories: Sequence[TrajectoryInput]) -> BatchResult:
@@ -940,10 +924,9 @@ class Client:
         self, namespace: str | None = None, *, task: str, **options: Unpack[EpisodeOptions]
     ) -> Episode:
         """Start logging an episode in the background; see :class:`~reflexa.episode.Episode`
-        for the ``options`` (:class:`~reflexa.episode.EpisodeOptions`: id, environment, agent,
-        policy_version, group_id, parent_trajectory_id, attempt, metadata, retrieval_ids,
-        batch_size, flush_interval, max_buffered_steps, flush_timeout, wait_searchable_ms,
-        strict, on_error) and their defaults.
+        for the ``options`` (:class:`~reflexa.episode.EpisodeOptions`: id, batch_size,
+        flush_interval, max_buffered_steps, flush_timeout, wait_searchable_ms, strict,
+        on_error, and the trajectory's fields as :meth:`create_trajectory` takes them).
 
         ``ep.step(...)`` never blocks and never raises for network problems. Use it as
         a context manager so that everything is flushed at the end. With

@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, TypedDict
 
 from reflexa import _operations as ops
 from reflexa._delivery import EpisodeSender, EpisodeStats
-from reflexa._operations import FiltersInput, RenderInput
+from reflexa._operations import FiltersInput, RenderInput, TrajectoryFields
 from reflexa._spool import Spool, SpoolReplayer
 from reflexa._transport import SyncTransport
 from reflexa.errors import EpisodeDeliveryError, ReflexaError
@@ -63,20 +63,12 @@ log = logging.getLogger("reflexa.episode")
 EpisodeErrorCallback = Callable[[ReflexaError], None]
 
 
-class EpisodeOptions(TypedDict, total=False):
+class EpisodeOptions(TrajectoryFields, total=False):
     """The keywords of :meth:`reflexa.Client.episode` besides ``task``: the
-    trajectory's own fields, how its steps are sent, and how failures are told;
+    trajectory's id and fields, how its steps are sent, and how failures are told;
     each as :class:`Episode` takes it (with its default there)."""
 
     id: str | None
-    environment: str | None
-    agent: str | None
-    policy_version: str | None
-    group_id: str | None
-    parent_trajectory_id: str | None
-    attempt: int | None
-    metadata: Mapping[str, Any] | None
-    retrieval_ids: Sequence[str] | None
     batch_size: int
     flush_interval: float
     max_buffered_steps: int
@@ -129,14 +121,6 @@ class Episode:
         *,
         task: str,
         id: str | None = None,
-        environment: str | None = None,
-        agent: str | None = None,
-        policy_version: str | None = None,
-        group_id: str | None = None,
-        parent_trajectory_id: str | None = None,
-        attempt: int | None = None,
-        metadata: Mapping[str, Any] | None = None,
-        retrieval_ids: Sequence[str] | None = None,
         batch_size: int = 50,
         flush_interval: float = 0.2,
         max_buffered_steps: int = 10_000,
@@ -144,6 +128,7 @@ class Episode:
         wait_searchable_ms: int = 0,
         strict: bool = False,
         on_error: EpisodeErrorCallback | None = None,
+        **fields: Unpack[TrajectoryFields],
     ) -> None:
         if batch_size < 1 or max_buffered_steps < 1:
             raise ValueError("batch_size and max_buffered_steps must be at least 1")
@@ -153,25 +138,11 @@ class Episode:
         self.namespace = namespace
         self._client = client
         self._task = task
-        self._environment = environment
+        self._environment = fields.get("environment")
         self._retrieval_ids: list[str] = []
         self._retrievals_lock = threading.Lock()
         self._state: tuple[str, Mapping[str, Any] | None, str | None] | None = None  # the current state
-        header = coerce(
-            TrajectoryCreate,
-            {
-                "id": self.id,
-                "task": task,
-                "environment": environment,
-                "agent": agent,
-                "policy_version": policy_version,
-                "group_id": group_id,
-                "parent_trajectory_id": parent_trajectory_id,
-                "attempt": attempt,
-                "metadata": metadata,
-                "retrieval_ids": list(retrieval_ids) if retrieval_ids is not None else None,
-            },
-        )
+        header = coerce(TrajectoryCreate, ops.trajectory_header("Episode", self.id, task, fields))
         self._flush_timeout = flush_timeout
         self._strict = strict
         self._on_error = on_error

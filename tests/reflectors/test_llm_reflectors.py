@@ -129,6 +129,13 @@ def made_by(item: dict[str, Any]) -> tuple[str, str, str]:
     return item["reflector"], item["reflector_version"], item["model"]
 
 
+def door_lesson(api: TestClient, scripted_llm: ScriptedLLM, id: str, success: bool) -> None:
+    """One attempt posted and reflected on, the LLM drawing the DOOR heuristic from it."""
+    scripted_llm.script(heuristics_answer(heuristic(DOOR)))
+    post(api, id, success)
+    drain(api)
+
+
 def jobs(api: TestClient, **params: Any) -> list[dict[str, Any]]:
     return api.get(f"{NS}/jobs", params={"limit": 500, **params}).json()["items"]
 
@@ -193,9 +200,7 @@ def test_reindex_fills_in_the_text_index_of_pool_items_written_without_it(
 
     api = api_llm
     make_ns(api, reflectors=["heuristics"])
-    scripted_llm.script(heuristics_answer(heuristic(DOOR)))
-    post(api, "t1", False)
-    drain(api)
+    door_lesson(api, scripted_llm, "t1", False)
     services = api.app.state.services  # type: ignore[attr-defined]
     with services.db.write() as session:  # as the pool wrote them before
         session.execute(delete(LexicalText))
@@ -209,9 +214,7 @@ def test_reindex_fills_in_the_text_index_of_pool_items_written_without_it(
 def test_a_similar_heuristic_merges_and_evidence_activates_it(api_llm: TestClient, scripted_llm: ScriptedLLM) -> None:
     api = api_llm
     make_ns(api, reflectors=["heuristics"])
-    scripted_llm.script(heuristics_answer(heuristic(DOOR)))
-    post(api, "t1", False)
-    drain(api)
+    door_lesson(api, scripted_llm, "t1", False)
     # Near-duplicates (cosine >= 0.92) merge without a pool-maintenance call.
     scripted_llm.script(heuristics_answer(heuristic(DOOR_AGAIN, (0, 1))))
     post(api, "t2", True)
@@ -227,9 +230,7 @@ def test_a_similar_heuristic_merges_and_evidence_activates_it(api_llm: TestClien
     assert merge["content"]["importance"] == 2
 
     # The third piece of evidence reaches activation_importance (3): active, and served.
-    scripted_llm.script(heuristics_answer(heuristic(DOOR)))
-    post(api, "t3", True)
-    drain(api)
+    door_lesson(api, scripted_llm, "t3", True)
     door = get(api, door["id"])
     assert door["status"] == "active" and door["content"]["importance"] == 3
     assert history(api, door["id"])[-1]["action"] == "activate"
@@ -247,9 +248,7 @@ def test_operator_activation_ignores_evidence(api_llm: TestClient, scripted_llm:
     api = api_llm
     make_ns(api, reflectors=["heuristics"], activation="operator", activation_importance=2)
     for i in range(3):
-        scripted_llm.script(heuristics_answer(heuristic(DOOR)))
-        post(api, f"t{i}", True)
-        drain(api)
+        door_lesson(api, scripted_llm, f"t{i}", True)
     door = get(api, hid(DOOR))
     assert door["content"]["importance"] == 3 and door["status"] == "candidate"
     r = api.patch(f"{NS}/reflections/{door['id']}", json={"status": "active", "note": "looks right"})
@@ -260,9 +259,7 @@ def test_operator_activation_ignores_evidence(api_llm: TestClient, scripted_llm:
 def test_pool_maintenance_edit(api_llm: TestClient, scripted_llm: ScriptedLLM) -> None:
     api = api_llm
     make_ns(api, reflectors=["heuristics"], maintenance_similarity=0.5)
-    scripted_llm.script(heuristics_answer(heuristic(DOOR)))
-    post(api, "t1", False)
-    drain(api)
+    door_lesson(api, scripted_llm, "t1", False)
     target = hid(DOOR)
     rewritten = (
         "A door is locked and a key is visible anywhere in the room, on a table or the floor.",
@@ -297,9 +294,7 @@ def test_pool_maintenance_upvote_add_and_downvotes_that_retire(api_llm: TestClie
     api = api_llm
     make_ns(api, reflectors=["heuristics"], maintenance_similarity=0.5)
     target = hid(DOOR)
-    scripted_llm.script(heuristics_answer(heuristic(DOOR)))
-    post(api, "t1", True)
-    drain(api)
+    door_lesson(api, scripted_llm, "t1", True)
     scripted_llm.script(heuristics_answer(heuristic(DOOR_OTHER)), pool_op("UPVOTE", target))
     post(api, "t2", True)
     drain(api)
@@ -370,9 +365,7 @@ def test_golden_negative_from_an_expert_failure(api_llm: TestClient, scripted_ll
     assert "expert policy" in scripted_llm.requests[0].messages[0]["content"]
 
     # A later ordinary attempt with the same lesson merges into it (one pool).
-    scripted_llm.script(heuristics_answer(heuristic(DOOR)))
-    post(api, "t2", False)
-    drain(api)
+    door_lesson(api, scripted_llm, "t2", False)
     [h] = items(api, "heuristic")
     assert h["content"]["importance"] == 2 and len(h["content"]["golden_negatives"]) == 1
 
@@ -574,9 +567,7 @@ def test_a_job_run_twice_writes_once(api_llm: TestClient, scripted_llm: Scripted
     neither duplicates items nor counts a vote twice."""
     api = api_llm
     make_ns(api, reflectors=["heuristics"])
-    scripted_llm.script(heuristics_answer(heuristic(DOOR)))
-    post(api, "t1", False)
-    drain(api)
+    door_lesson(api, scripted_llm, "t1", False)
     services = api.app.state.services  # type: ignore[attr-defined]
     handler = services.worker.handlers["reflect.heuristics"]
     post(api, "t2", True)

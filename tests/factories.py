@@ -79,6 +79,41 @@ def trajectory(
     return body
 
 
+def door_steps(success: bool) -> list[dict[str, Any]]:
+    """Three steps of one attempt at "open the door" (hall, key, door), each with its
+    result; a failed attempt kicks the door and its last step caused the failure."""
+    return [
+        step(
+            "you are in a hall, a door to the north", "go north", internal_state="find the key", result="you walk north"
+        ),
+        step("a kitchen, a key on the table", "take key", reward=0.5, result="you hold the key"),
+        step(
+            "holding the key, the door is locked",
+            "unlock door" if success else "kick door",
+            reward=1.0 if success else 0.0,
+            caused_failure=not success,
+            result="the door opens" if success else "ouch",
+        ),
+    ]
+
+
+def door_outcome(success: bool) -> dict[str, Any]:
+    """The outcome of a `door_steps` attempt; a failure says why."""
+    outcome: dict[str, Any] = {"success": success, "reward": 1.0 if success else 0.0}
+    if not success:
+        outcome["failure_reason"] = "the door held"
+    return outcome
+
+
+#: A rubric criterion checked by rule: the final answer equals the item's label.
+RIGHT_NUMBER = {
+    "id": "correct",
+    "text": "The final answer is the right number.",
+    "weight": 3,
+    "check": {"type": "numeric", "op": "eq", "value": "{{label}}"},
+}
+
+
 # -- in the store -----------------------------------------------------------------
 
 

@@ -15,7 +15,7 @@ from typing import Any
 from fastapi.testclient import TestClient
 
 from reflectors.worker import Worker
-from tests.factories import trajectory
+from tests.factories import door_outcome, door_steps, trajectory
 
 # -- through the API --------------------------------------------------------------
 
@@ -40,6 +40,23 @@ def post_trajectory(api: TestClient, namespace: str, id: str | None = None, **bo
     r = api.post(f"{ns_path(namespace)}/trajectories", json=trajectory(id, **body))
     assert r.status_code == 201, r.text
     return r.json()  # type: ignore[no-any-return]
+
+
+def post_door_attempt(
+    api: TestClient, namespace: str, id: str, *, group: str, success: bool, task: str = "open the door", **fields: Any
+) -> dict[str, Any]:
+    """POST one closed attempt of `door_steps` in rollout group `group`; other fields
+    (policy_version, parent_trajectory_id, attempt, …) pass through."""
+    return post_trajectory(
+        api,
+        namespace,
+        id,
+        task=task,
+        group_id=group,
+        steps=door_steps(success),
+        outcome=door_outcome(success),
+        **fields,
+    )
 
 
 def drain(api: TestClient, *, skip: Collection[str] = ()) -> int:

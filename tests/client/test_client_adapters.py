@@ -38,9 +38,8 @@ from typing import Any
 import httpx
 import pytest
 from reflexa import AsyncClient, Client, adapters, errors, models
-from reflexa import _operations as operations
 
-from tests.factories import unique
+from tests.factories import RIGHT_NUMBER, unique
 
 RUBRIC = {
     "name": "arithmetic",
@@ -71,12 +70,7 @@ TOOL_RUBRIC = {
 GSM_RUBRIC = {
     "name": "grade-school math",
     "criteria": [
-        {
-            "id": "correct",
-            "text": "The final answer is the right number.",
-            "weight": 3,
-            "check": {"type": "numeric", "op": "eq", "value": "{{label}}"},
-        },
+        RIGHT_NUMBER,
         {
             "id": "no_sorry",
             "text": "Does not apologise.",
@@ -175,47 +169,6 @@ async def test_async_client_methods(live_server: Any, namespace: str) -> None:
         cap = await client.create_reward_capability(None, "arith")
         assert (await client.list_reward_capabilities(None, "arith")).items[0].id == cap.id
         await client.revoke_reward_capability(None, "arith", cap.id)
-
-
-def test_rubric_routes_and_schemas_match_the_servers_openapi(live_server: Any) -> None:
-    openapi = httpx.get(f"{live_server.url}/openapi.json").json()
-    paths, schemas = openapi["paths"], openapi["components"]["schemas"]
-    ops = [
-        operations.create_rubric(
-            "nsx", {"id": "idx", "name": "n", "criteria": [{"id": "a", "text": "t", "weight": 1}]}
-        ),
-        operations.get_rubric("nsx", "idx"),
-        operations.score_rubric("nsx", "idx", {"trajectory_id": "t"}),
-        operations.score_rubric_batch("nsx", "idx", [{"trajectory_id": "t"}], snapshot=None, skip_judged=False),
-        operations.create_reward_capability("nsx", "idx", None),
-        operations.list_reward_capabilities("nsx", "idx", 10, "c"),
-        operations.revoke_reward_capability("nsx", "idx", "cidx"),
-    ]
-    placeholders = {"nsx": "{ns}", "idx": "{id}", "cidx": "{capability_id}"}
-    for op in ops:
-        template = "/".join(placeholders.get(part, part) for part in op.path.split("/"))
-        assert op.method.lower() in paths.get(template, {}), (op.method, template)
-        known = {p["name"] for p in paths[template][op.method.lower()].get("parameters", [])}
-        assert set(op.params or {}) <= known
-    assert "post" in paths["/v1/reward/{capability}"]
-    mirrored = {
-        "RubricCreate": models.RubricCreate,
-        "CriterionCreate": models.RubricCriterion,
-        "ScoreItem": models.RubricScoreItem,
-        "ScoreRequest": models.RubricScoreRequest,
-        "ScoreBatchRequest": models.RubricScoreBatchRequest,
-        "CapabilityCreate": models.RewardCapabilityCreate,
-        "RubricRead": models.Rubric,
-        "CriterionRead": models.RubricCriterionRead,
-        "ScoreRead": models.RubricScore,
-        "CriterionScoreRead": models.CriterionScore,
-        "StageScoreRead": models.StageScore,
-        "ScoreBatchRead": models.RubricBatchScore,
-        "CapabilityRead": models.RewardCapability,
-        "CapabilityCreated": models.RewardCapabilityCreated,
-    }
-    for server_name, model in mirrored.items():
-        assert set(model.model_fields) == set(schemas[server_name]["properties"]), server_name
 
 
 # -- verl ------------------------------------------------------------------------------

@@ -5,7 +5,6 @@ Every test works in a namespace of its own, so they share one server safely.
 
 from __future__ import annotations
 
-import inspect
 import json
 import subprocess
 import time
@@ -16,6 +15,7 @@ import httpx
 import pytest
 from reflexa import AsyncClient, Client, cli, errors, models
 from reflexa import _operations as operations
+from reflexa._operations import TrajectoryFilters
 
 from tests.conftest import start_server, start_worker
 from tests.factories import unique
@@ -454,7 +454,7 @@ def test_every_client_route_exists_in_the_servers_openapi(live_server: Any) -> N
         "create_trajectory": ("nsx", {"id": "idx", "task": "t"}),
         "create_trajectories": ("nsx", [{"task": "t"}]),
         "get_trajectory": ("nsx", "idx"),
-        "list_trajectories": ("nsx", {}),
+        "list_trajectories": ("nsx",),
         "append_steps": ("nsx", "idx", [STEP]),
         "report_outcome": ("nsx", "idx", {}),
         "delete_trajectory": ("nsx", "idx"),
@@ -529,6 +529,7 @@ def test_every_client_route_exists_in_the_servers_openapi(live_server: Any) -> N
         # Every query parameter the client sends is one the server reads.
         known = {parameter["name"] for parameter in route[op.method.lower()].get("parameters", [])}
         assert set(op.params or {}) <= known, (name, set(op.params or {}) - known)
+    assert "post" in paths["/v1/reward/{capability}"]  # a reward URL is no client operation
 
     # The bodies the client sends name exactly the server's fields, and what it reads
     # names exactly what the server answers (a field the server adds must be mirrored).
@@ -594,6 +595,20 @@ def test_every_client_route_exists_in_the_servers_openapi(live_server: Any) -> N
         "CheckEvidence": models.CheckEvidence,
         "CheckAlternative": models.CheckAlternative,
         "CheckHeuristic": models.CheckHeuristic,
+        "RubricCreate": models.RubricCreate,
+        "CriterionCreate": models.RubricCriterion,
+        "ScoreItem": models.RubricScoreItem,
+        "ScoreRequest": models.RubricScoreRequest,
+        "ScoreBatchRequest": models.RubricScoreBatchRequest,
+        "CapabilityCreate": models.RewardCapabilityCreate,
+        "RubricRead": models.Rubric,
+        "CriterionRead": models.RubricCriterionRead,
+        "ScoreRead": models.RubricScore,
+        "CriterionScoreRead": models.CriterionScore,
+        "StageScoreRead": models.StageScore,
+        "ScoreBatchRead": models.RubricBatchScore,
+        "CapabilityRead": models.RewardCapability,
+        "CapabilityCreated": models.RewardCapabilityCreated,
     }
     for server_name, model in mirrored.items():
         assert set(model.model_fields) == set(schemas[server_name]["properties"]), server_name
@@ -609,7 +624,7 @@ def test_every_client_route_exists_in_the_servers_openapi(live_server: Any) -> N
     # And every filter the client sends is a parameter the server reads.
     listing = paths["/v1/namespaces/{ns}/trajectories"]["get"]
     known = {parameter["name"] for parameter in listing["parameters"]}
-    signature = inspect.signature(Client.list_trajectories).parameters
-    filters = [name for name in signature if name not in ("self", "namespace")]
-    sent = operations.list_trajectories("nsx", dict.fromkeys(filters, "x")).params or {}
+    filters = dict.fromkeys(TrajectoryFilters.__annotations__, "x")
+    sent = operations.list_trajectories("nsx", limit=1, cursor="x", **filters).params or {}
+    assert set(sent) == {"limit", "cursor", *filters}
     assert set(sent) <= known, set(sent) - known

@@ -12,7 +12,7 @@ _calculate_rewards, _compute_loss, which since 1.16 unsqueezes only (B,) advanta
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -120,6 +120,29 @@ def dataset() -> Dataset:
     return Dataset.from_dict({"prompt": PROMPTS * 4, "solution": ["42", "42"] * 4})
 
 
+def make_trainer(
+    reflexa: Client,
+    tmp_path: Path,
+    reward_funcs: list[Callable[..., Any]],
+    *,
+    model_and_tokenizer: tuple[Any, Any] | None = None,
+    args: dict[str, Any] | None = None,
+    **options: Any,
+) -> ReflexaGRPOTrainer:
+    """A trainer on the prompts of `dataset`, with the tiny model unless one is given;
+    `args` overrides `config`, `options` are the trainer's own (method, params, teacher)."""
+    model, tokenizer = model_and_tokenizer or tiny_model_and_tokenizer()
+    return ReflexaGRPOTrainer(
+        model=model,
+        reward_funcs=reward_funcs,
+        args=config(tmp_path, **(args or {})),
+        train_dataset=dataset(),
+        processing_class=tokenizer,
+        reflexa=reflexa,
+        **options,
+    )
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(240)
 @pytest.mark.parametrize("scale", ["group", "batch"])
@@ -127,16 +150,8 @@ def test_grpo_advantages_are_the_servers_and_equal_trls(
     reflexa: Client, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, scale: str
 ) -> None:
     torch.manual_seed(0)
-    model, tokenizer = tiny_model_and_tokenizer()
-    trainer = ReflexaGRPOTrainer(
-        model=model,
-        reward_funcs=[words, has_42],
-        args=config(tmp_path, scale_rewards=scale, reward_weights=[1.0, 0.5]),
-        train_dataset=dataset(),
-        processing_class=tokenizer,
-        reflexa=reflexa,
-        method="grpo",
-    )
+    args = {"scale_rewards": scale, "reward_weights": [1.0, 0.5]}
+    trainer = make_trainer(reflexa, tmp_path, [words, has_42], args=args, method="grpo")
     assert trainer.reflexa_params == {"null_rewards": "trl", "scale": scale, "eps": 1e-4}
     spies = Spies(monkeypatch, reflexa)
     trainer.train()
@@ -181,16 +196,7 @@ def test_grpo_advantages_are_the_servers_and_equal_trls(
 @pytest.mark.timeout(240)
 def test_rloo_with_the_servers_params(reflexa: Client, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     torch.manual_seed(1)
-    model, tokenizer = tiny_model_and_tokenizer()
-    trainer = ReflexaGRPOTrainer(
-        model=model,
-        reward_funcs=[words],
-        args=config(tmp_path, max_steps=1, num_generations=4),
-        train_dataset=dataset(),
-        processing_class=tokenizer,
-        reflexa=reflexa,
-        method="rloo",
-    )
+    trainer = make_trainer(reflexa, tmp_path, [words], args={"max_steps": 1, "num_generations": 4}, method="rloo")
     spies = Spies(monkeypatch, reflexa)
     trainer.train()
     [request], [response] = spies.requests, spies.responses
@@ -233,13 +239,12 @@ def test_token_signal_uses_per_token_advantages(
     client, endpoint = reflexa, None
     if scorer == "reflexa":  # the initial policy, frozen, as the server's teacher endpoint
         client, endpoint = request.getfixturevalue("teacher_server")(initial, tokenizer, reflexa)
-    trainer = ReflexaGRPOTrainer(
-        model=model,
-        reward_funcs=[length],
-        args=config(tmp_path, max_completion_length=5),
-        train_dataset=dataset(),
-        processing_class=tokenizer,
-        reflexa=client,
+    trainer = make_trainer(
+        client,
+        tmp_path,
+        [length],
+        model_and_tokenizer=(model, tokenizer),
+        args={"max_completion_length": 5},
         method="token_signal",
         params={"beta": 0.5, "clip": 2.0},
         teacher=TeacherSignal("memory", scorer=scorer),  # type: ignore[arg-type]
@@ -352,15 +357,7 @@ def test_a_renamed_generation_hook_stops_training(
 ) -> None:
     """If TRL scored completions through another method, batches would reach the loss
     with TRL's advantages: the loss refuses them."""
-    model, tokenizer = tiny_model_and_tokenizer()
-    trainer = ReflexaGRPOTrainer(
-        model=model,
-        reward_funcs=[words],
-        args=config(tmp_path, max_steps=1),
-        train_dataset=dataset(),
-        processing_class=tokenizer,
-        reflexa=reflexa,
-    )
+    trainer = make_trainer(reflexa, tmp_path, [words], args={"max_steps": 1})
     monkeypatch.setattr(
         trainer, "_generate_and_score_completions", GRPOTrainer._generate_and_score_completions.__get__(trainer)
     )

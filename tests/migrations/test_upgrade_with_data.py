@@ -10,6 +10,7 @@ internal state of the step it cites). Both engines."""
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Collection, Mapping
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,7 @@ import numpy as np
 import pytest
 from alembic.script import ScriptDirectory
 from fastapi.testclient import TestClient
-from sqlalchemy import MetaData, create_engine, select, text
+from sqlalchemy import Engine, MetaData, create_engine, select, text
 
 from domain.hashing import task_hash, text_hash
 from domain.settings import StateTextSettings
@@ -44,7 +45,11 @@ def _revisions_before_head() -> list[str]:
     return ordered[:-1]
 
 
-def _rows(vector: bytes, model: str, dim: int) -> dict[str, list[dict[str, Any]]]:
+#: Rows to insert, by table name.
+Rows = dict[str, list[dict[str, Any]]]
+
+
+def _rows(vector: bytes, model: str, dim: int) -> Rows:
     """Rows with every column any revision has; each revision gets the columns it knows."""
     content = {"observation": OBS, "action": "take red key", "result": "ok", "reward": 1.0}
     return {
@@ -235,6 +240,41 @@ def _snapshot(url: str, tables: MetaData) -> dict[str, list[tuple[Any, ...]]]:
     return out
 
 
+def _filled_at_head(url: str, rows: Rows) -> tuple[Engine, MetaData]:
+    """The database upgraded to head with these rows in it: its engine and its tables."""
+    upgrade(url)
+    engine = create_engine(url)
+    head = MetaData()
+    head.reflect(engine)
+    with engine.begin() as conn:
+        for name, table_rows in rows.items():
+            conn.execute(head.tables[name].insert(), table_rows)
+    return engine, head
+
+
+def _down_and_up_keeps_the_rest(
+    url: str,
+    engine: Engine,
+    revision: str,
+    rows: Rows,
+    dropped_columns: Mapping[str, Collection[str]],
+    dropped_tables: Collection[str] = (),
+) -> None:
+    """Down to `revision` drops exactly these columns and tables, keeps every row of
+    the others, and up again changes nothing the old revision had."""
+    downgrade(url, revision)
+    old = MetaData()
+    old.reflect(engine)
+    for table, columns in dropped_columns.items():
+        assert not set(columns) & set(old.tables[table].c.keys()), table
+    assert not set(dropped_tables) & set(old.tables)
+    before = _snapshot(url, old)
+    kept = {name: table_rows for name, table_rows in rows.items() if name not in dropped_tables}
+    assert {name: len(before[name]) for name in kept} == {name: len(r) for name, r in kept.items()}
+    upgrade(url)
+    assert _snapshot(url, old) == before
+
+
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def fresh_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "sqlite":
@@ -303,26 +343,13 @@ def test_0010_downgrades_and_upgrades_with_data(fresh_url: str, tmp_path: Path) 
     """Down to 0009 drops only the occurrence hashes (every other row and column
     stays); up again brings the columns back empty, and a reindex fills them in."""
     embedder = build_embedder("hashing", cache_dir=tmp_path / "models")
-    upgrade(fresh_url)
-    engine = create_engine(fresh_url)
-    head = MetaData()
-    head.reflect(engine)
     rows = _rows(b"\0" * 4 * embedder.dim, embedder.name, embedder.dim)
     rows["reflection_evidence"][0]["internal_hash"] = text_hash("get the key")
     rows["reflections"][0]["internal_hashes"] = [text_hash("get the key")]
-    with engine.begin() as conn:
-        for name, table_rows in rows.items():
-            conn.execute(head.tables[name].insert(), table_rows)
-    downgrade(fresh_url, "0009")
-    old = MetaData()
-    old.reflect(engine)
-    assert "internal_hash" not in old.tables["reflection_evidence"].c
-    assert "internal_hashes" not in old.tables["reflections"].c
-    assert "internal_hashes" not in old.tables["snapshot_reflections"].c
-    before = _snapshot(fresh_url, old)
-    assert {name: len(before[name]) for name in rows} == {name: len(r) for name, r in rows.items()}
-    upgrade(fresh_url)
-    assert _snapshot(fresh_url, old) == before
+    engine, head = _filled_at_head(fresh_url, rows)
+    dropped = {"reflection_evidence": ["internal_hash"], "reflections": ["internal_hashes"]}
+    dropped["snapshot_reflections"] = ["internal_hashes"]
+    _down_and_up_keeps_the_rest(fresh_url, engine, "0009", rows, dropped)
     with engine.connect() as conn:
         assert conn.execute(select(head.tables["reflection_evidence"].c.internal_hash)).scalars().all() == [None]
     engine.dispose()
@@ -338,26 +365,15 @@ def test_0010_downgrades_and_upgrades_with_data(fresh_url: str, tmp_path: Path) 
 def test_0012_downgrades_and_upgrades_with_data(fresh_url: str, tmp_path: Path) -> None:
     """Down to 0011 drops only the steps' rollout records (every other row and column
     stays); up again brings the columns back empty, and the app reads them as null."""
-    upgrade(fresh_url)
-    engine = create_engine(fresh_url)
-    head = MetaData()
-    head.reflect(engine)
     rows = _rows(b"\0" * 4 * 8, "hashing", 8)
     rows["steps"][0] |= {"policy_version": "ckpt-3", "rollout_logprobs": [-0.5, -2.25], "rollout_token_ids": [7, 9]}
     rows["steps"][1] |= {"policy_version": None, "rollout_logprobs": None, "rollout_token_ids": None}
-    with engine.begin() as conn:
-        for name, table_rows in rows.items():
-            conn.execute(head.tables[name].insert(), table_rows)
+    engine, head = _filled_at_head(fresh_url, rows)
+    with engine.connect() as conn:
         stored = conn.execute(select(head.tables["steps"].c.rollout_logprobs).order_by("index")).scalars().all()
     assert stored == [[-0.5, -2.25], None]
-    downgrade(fresh_url, "0011")
-    old = MetaData()
-    old.reflect(engine)
-    assert not {"policy_version", "rollout_logprobs", "rollout_token_ids"} & set(old.tables["steps"].c.keys())
-    before = _snapshot(fresh_url, old)
-    assert {name: len(before[name]) for name in rows} == {name: len(r) for name, r in rows.items()}
-    upgrade(fresh_url)
-    assert _snapshot(fresh_url, old) == before
+    dropped = {"steps": ["policy_version", "rollout_logprobs", "rollout_token_ids"]}
+    _down_and_up_keeps_the_rest(fresh_url, engine, "0011", rows, dropped)
     engine.dispose()
     settings = make_settings(fresh_url, tmp_path)
     with TestClient(create_app(settings), headers={"Authorization": f"Bearer {KEY}"}) as agent:
@@ -368,27 +384,14 @@ def test_0012_downgrades_and_upgrades_with_data(fresh_url: str, tmp_path: Path) 
 def test_0016_downgrades_and_upgrades_with_data(fresh_url: str, tmp_path: Path) -> None:
     """Down to 0015 drops only the keys' last use and the settings history (every other
     row and column stays); up again brings them back empty."""
-    upgrade(fresh_url)
-    engine = create_engine(fresh_url)
-    head = MetaData()
-    head.reflect(engine)
     rows = _rows(b"\0" * 4 * 8, "hashing", 8)
     rows["api_keys"][0]["last_used_at"] = T0
     rows["namespace_setting_changes"] = [
         {"namespace": NS, "path": "gamma", "old_value": 0.95, "new_value": 0.9, "actor": "key:x", "created_at": T0}
     ]
-    with engine.begin() as conn:
-        for name, table_rows in rows.items():
-            conn.execute(head.tables[name].insert(), table_rows)
-    downgrade(fresh_url, "0015")
-    old = MetaData()
-    old.reflect(engine)
-    assert "last_used_at" not in old.tables["api_keys"].c and "namespace_setting_changes" not in old.tables
-    before = _snapshot(fresh_url, old)
-    del rows["namespace_setting_changes"]
-    assert {name: len(before[name]) for name in rows} == {name: len(r) for name, r in rows.items()}
-    upgrade(fresh_url)
-    assert _snapshot(fresh_url, old) == before
+    engine, head = _filled_at_head(fresh_url, rows)
+    dropped = {"api_keys": ["last_used_at"]}
+    _down_and_up_keeps_the_rest(fresh_url, engine, "0015", rows, dropped, ["namespace_setting_changes"])
     with engine.connect() as conn:
         assert conn.execute(select(head.tables["api_keys"].c.last_used_at)).scalars().all() == [None]
         assert conn.execute(select(head.tables["namespace_setting_changes"])).all() == []

@@ -124,6 +124,18 @@ def history(api: TestClient, id: str) -> list[dict[str, Any]]:
     return api.get(f"{NS}/reflections/{id}/history").json()
 
 
+def made_by(item: dict[str, Any]) -> tuple[str, str, str]:
+    """The reflector, the prompt version and the model that wrote an item."""
+    return item["reflector"], item["reflector_version"], item["model"]
+
+
+def door_lesson(api: TestClient, scripted_llm: ScriptedLLM, id: str, success: bool) -> None:
+    """One attempt posted and reflected on, the LLM drawing the DOOR heuristic from it."""
+    scripted_llm.script(heuristics_answer(heuristic(DOOR)))
+    post(api, id, success)
+    drain(api)
+
+
 def jobs(api: TestClient, **params: Any) -> list[dict[str, Any]]:
     return api.get(f"{NS}/jobs", params={"limit": 500, **params}).json()["items"]
 
@@ -146,11 +158,7 @@ def test_heuristics_from_a_single_attempt(api_llm: TestClient, scripted_llm: Scr
     assert set(found) == {hid(DOOR), hid(SEARCH)}
     door = found[hid(DOOR)]
     assert door["status"] == "candidate"
-    assert (door["reflector"], door["reflector_version"], door["model"]) == (
-        "llm_heuristics",
-        "heuristics_single.v1",
-        "scripted-model",
-    )
+    assert made_by(door) == ("llm_heuristics", "heuristics_single.v1", "scripted-model")
     assert door["content"] == {
         "trigger": DOOR[0],
         "guideline": DOOR[1],
@@ -192,9 +200,7 @@ def test_reindex_fills_in_the_text_index_of_pool_items_written_without_it(
 
     api = api_llm
     make_ns(api, reflectors=["heuristics"])
-    scripted_llm.script(heuristics_answer(heuristic(DOOR)))
-    post(api, "t1", False)
-    drain(api)
+    door_lesson(api, scripted_llm, "t1", False)
     services = api.app.state.services  # type: ignore[attr-defined]
     with services.db.write() as session:  # as the pool wrote them before
         session.execute(delete(LexicalText))
@@ -208,9 +214,7 @@ def test_reindex_fills_in_the_text_index_of_pool_items_written_without_it(
 def test_a_similar_heuristic_merges_and_evidence_activates_it(api_llm: TestClient, scripted_llm: ScriptedLLM) -> None:
     api = api_llm
     make_ns(api, reflectors=["heuristics"])
-    scripted_llm.script(heuristics_answer(heuristic(DOOR)))
-    post(api, "t1", False)
-    drain(api)
+    door_lesson(api, scripted_llm, "t1", False)
     # Near-duplicates (cosine >= 0.92) merge without a pool-maintenance call.
     scripted_llm.script(heuristics_answer(heuristic(DOOR_AGAIN, (0, 1))))
     post(api, "t2", True)
@@ -226,9 +230,7 @@ def test_a_similar_heuristic_merges_and_evidence_activates_it(api_llm: TestClien
     assert merge["content"]["importance"] == 2
 
     # The third piece of evidence reaches activation_importance (3): active, and served.
-    scripted_llm.script(heuristics_answer(heuristic(DOOR)))
-    post(api, "t3", True)
-    drain(api)
+    door_lesson(api, scripted_llm, "t3", True)
     door = get(api, door["id"])
     assert door["status"] == "active" and door["content"]["importance"] == 3
     assert history(api, door["id"])[-1]["action"] == "activate"
@@ -246,9 +248,7 @@ def test_operator_activation_ignores_evidence(api_llm: TestClient, scripted_llm:
     api = api_llm
     make_ns(api, reflectors=["heuristics"], activation="operator", activation_importance=2)
     for i in range(3):
-        scripted_llm.script(heuristics_answer(heuristic(DOOR)))
-        post(api, f"t{i}", True)
-        drain(api)
+        door_lesson(api, scripted_llm, f"t{i}", True)
     door = get(api, hid(DOOR))
     assert door["content"]["importance"] == 3 and door["status"] == "candidate"
     r = api.patch(f"{NS}/reflections/{door['id']}", json={"status": "active", "note": "looks right"})
@@ -259,9 +259,7 @@ def test_operator_activation_ignores_evidence(api_llm: TestClient, scripted_llm:
 def test_pool_maintenance_edit(api_llm: TestClient, scripted_llm: ScriptedLLM) -> None:
     api = api_llm
     make_ns(api, reflectors=["heuristics"], maintenance_similarity=0.5)
-    scripted_llm.script(heuristics_answer(heuristic(DOOR)))
-    post(api, "t1", False)
-    drain(api)
+    door_lesson(api, scripted_llm, "t1", False)
     target = hid(DOOR)
     rewritten = (
         "A door is locked and a key is visible anywhere in the room, on a table or the floor.",
@@ -296,9 +294,7 @@ def test_pool_maintenance_upvote_add_and_downvotes_that_retire(api_llm: TestClie
     api = api_llm
     make_ns(api, reflectors=["heuristics"], maintenance_similarity=0.5)
     target = hid(DOOR)
-    scripted_llm.script(heuristics_answer(heuristic(DOOR)))
-    post(api, "t1", True)
-    drain(api)
+    door_lesson(api, scripted_llm, "t1", True)
     scripted_llm.script(heuristics_answer(heuristic(DOOR_OTHER)), pool_op("UPVOTE", target))
     post(api, "t2", True)
     drain(api)
@@ -352,11 +348,7 @@ def test_golden_negative_from_an_expert_failure(api_llm: TestClient, scripted_ll
     post(api, "x1", False, metadata={"expert": True})
     drain(api)
     [h] = items(api, "heuristic")
-    assert (h["reflector"], h["reflector_version"], h["model"]) == (
-        "llm_golden_negative",
-        "golden_negative.v1",
-        "expert-judge",
-    )
+    assert made_by(h) == ("llm_golden_negative", "golden_negative.v1", "expert-judge")
     assert h["content"]["golden_negatives"] == [
         {
             "trajectory_id": "x1",
@@ -373,9 +365,7 @@ def test_golden_negative_from_an_expert_failure(api_llm: TestClient, scripted_ll
     assert "expert policy" in scripted_llm.requests[0].messages[0]["content"]
 
     # A later ordinary attempt with the same lesson merges into it (one pool).
-    scripted_llm.script(heuristics_answer(heuristic(DOOR)))
-    post(api, "t2", False)
-    drain(api)
+    door_lesson(api, scripted_llm, "t2", False)
     [h] = items(api, "heuristic")
     assert h["content"]["importance"] == 2 and len(h["content"]["golden_negatives"]) == 1
 
@@ -402,12 +392,7 @@ def test_skills_from_successes(api_llm: TestClient, scripted_llm: ScriptedLLM) -
     drain(api)
     [s] = items(api, "skill")
     assert s["id"] == skill_id("mem", ENV, "unlock_and_open_door")
-    assert (s["reflector"], s["reflector_version"], s["model"], s["status"]) == (
-        "llm_skills",
-        "skills.v1",
-        "scripted-model",
-        "candidate",
-    )
+    assert made_by(s) == ("llm_skills", "skills.v1", "scripted-model") and s["status"] == "candidate"
     c = s["content"]
     assert (c["name"], c["when_to_use"], c["preconditions"], c["importance"]) == (
         "unlock_and_open_door",
@@ -467,12 +452,7 @@ def test_rubric_from_mixed_outcomes_is_revised_by_a_new_group(api_llm: TestClien
     assert len(jobs(api, kind="reflect.rubrics")) == 1  # coalesced: one job for the task
     [rubric] = items(api, "rubric")
     assert rubric["id"] == rubric_id("mem", task_hash("escape"))
-    assert (rubric["reflector"], rubric["reflector_version"], rubric["model"], rubric["task"]) == (
-        "llm_rubrics",
-        "rubrics.v1",
-        "scripted-model",
-        "escape",
-    )
+    assert made_by(rubric) == ("llm_rubrics", "rubrics.v1", "scripted-model") and rubric["task"] == "escape"
     c = rubric["content"]
     assert [x["weight"] for x in c["criteria"]] == pytest.approx([0.6, 0.4])
     assert c["criteria"][0]["check"]["type"] == "contains" and c["criteria"][1]["check"] is None
@@ -587,9 +567,7 @@ def test_a_job_run_twice_writes_once(api_llm: TestClient, scripted_llm: Scripted
     neither duplicates items nor counts a vote twice."""
     api = api_llm
     make_ns(api, reflectors=["heuristics"])
-    scripted_llm.script(heuristics_answer(heuristic(DOOR)))
-    post(api, "t1", False)
-    drain(api)
+    door_lesson(api, scripted_llm, "t1", False)
     services = api.app.state.services  # type: ignore[attr-defined]
     handler = services.worker.handlers["reflect.heuristics"]
     post(api, "t2", True)

@@ -12,7 +12,7 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Generic, Literal, TypeVar, get_args
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypedDict, TypeVar, get_args
 from urllib.parse import quote
 
 import httpx
@@ -80,10 +80,14 @@ from reflexa.models import (
     TrajectoryBatchCreate,
     TrajectoryCreate,
     TrajectoryDeleted,
+    TrajectoryStatus,
     TrajectoryWritten,
     coerce,
     dump,
 )
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 T = TypeVar("T")
 M = TypeVar("M", bound=BaseModel)
@@ -189,6 +193,42 @@ def new_trajectory_id() -> str:
     return uuid.uuid4().hex
 
 
+def _every_keyword(
+    operation: str, kind: type[Any], given: Mapping[str, Any], defaults: Mapping[str, Any]
+) -> dict[str, Any]:
+    """Each keyword of ``kind`` (a TypedDict of keyword arguments) in its declared order,
+    given or defaulted (``None``); one that is none of them is refused as Python refuses
+    an unknown parameter."""
+    unknown = sorted(set(given) - kind.__optional_keys__)
+    if unknown:
+        raise TypeError(f"{operation}() got an unexpected keyword argument {unknown[0]!r}")
+    chosen = {**defaults, **given}
+    return {name: chosen.get(name) for name in kind.__annotations__}
+
+
+class TrajectoryFields(TypedDict, total=False):
+    """A trajectory's own fields besides its id, task, steps and outcome, as
+    :meth:`reflexa.Client.create_trajectory` and :meth:`reflexa.Client.episode` take them."""
+
+    environment: str | None
+    agent: str | None
+    policy_version: str | None
+    group_id: str | None
+    parent_trajectory_id: str | None
+    attempt: int | None
+    metadata: Mapping[str, Any] | None
+    retrieval_ids: Sequence[str] | None
+
+
+def trajectory_header(operation: str, id: str | None, task: str, fields: Mapping[str, Any]) -> dict[str, Any]:
+    """A trajectory's body but its steps and outcome, every field named (``None`` where
+    not given); a keyword that is none of them is a TypeError naming ``operation``."""
+    header = {"id": id, "task": task, **_every_keyword(operation, TrajectoryFields, fields, {})}
+    if header["retrieval_ids"] is not None:
+        header["retrieval_ids"] = list(header["retrieval_ids"])
+    return header
+
+
 def with_id(trajectory: TrajectoryInput, *, field: str = "") -> TrajectoryCreate:
     """``trajectory`` validated, with a new id if it had none."""
     model = coerce(TrajectoryCreate, trajectory, field=field)
@@ -270,11 +310,30 @@ def get_trajectory(namespace: str, trajectory_id: str) -> Operation[Trajectory]:
     return Operation("GET", path, _reader(Trajectory))
 
 
-def list_trajectories(namespace: str, filters: Mapping[str, str | int | bool | None]) -> Operation[Page[Trajectory]]:
+class TrajectoryFilters(TypedDict, total=False):
+    """The filters of :meth:`reflexa.Client.list_trajectories` and ``iter_trajectories``;
+    one left out (or ``None``) matches every trajectory. ``include_steps`` (default
+    false) returns each trajectory with its steps."""
+
+    environment: str | None
+    agent: str | None
+    task: str | None
+    policy_version: str | None
+    group_id: str | None
+    status: TrajectoryStatus | None
+    success: bool | None
+    include_steps: bool
+
+
+def list_trajectories(
+    namespace: str, *, limit: int | None = None, cursor: str | None = None, **filters: Unpack[TrajectoryFilters]
+) -> Operation[Page[Trajectory]]:
     """Filters left at ``None`` are not sent; booleans go as ``true`` / ``false``."""
+    chosen = _every_keyword("list_trajectories", TrajectoryFilters, filters, {"include_steps": False})
+    given = {"limit": limit, "cursor": cursor, **chosen}
     params = {
         name: (str(value).lower() if isinstance(value, bool) else str(value))
-        for name, value in filters.items()
+        for name, value in given.items()
         if value is not None
     }
     return Operation("GET", _trajectories(namespace), _reader(Page[Trajectory]), params=params)
@@ -527,38 +586,34 @@ def _count(name: str, value: int | None, minimum: int) -> None:
         raise InvalidInput(f"{name} must be an integer >= {minimum}, not {value!r}", field=name)
 
 
+class TaskFilters(TypedDict, total=False):
+    """How :meth:`reflexa.Client.list_tasks` and ``iter_tasks`` group, sort and narrow
+    the rows: ``group_by`` (default ``"task"``), ``sort`` (default ``"learning_signal"``),
+    ``order`` (default ``"desc"``); ``environment``, ``agent``, ``policy_version``,
+    ``min_attempts`` and ``snapshot`` left out (or ``None``) narrow nothing."""
+
+    group_by: TaskGroupBy
+    sort: TaskSort
+    order: SortOrder
+    environment: str | None
+    agent: str | None
+    policy_version: str | None
+    min_attempts: int | None
+    snapshot: str | None
+
+
 def list_tasks(
-    namespace: str,
-    *,
-    group_by: str,
-    sort: str,
-    order: str,
-    environment: str | None,
-    agent: str | None,
-    policy_version: str | None,
-    min_attempts: int | None,
-    snapshot: str | None,
-    limit: int | None,
-    cursor: str | None,
+    namespace: str, *, limit: int | None = None, cursor: str | None = None, **filters: Unpack[TaskFilters]
 ) -> Operation[TaskStatsPage]:
     """GET …/tasks; parameters left at ``None`` are not sent (the server's defaults apply)."""
-    _one_of("group_by", group_by, TASK_GROUP_BYS)
-    _one_of("sort", sort, TASK_SORTS)
-    _one_of("order", order, SORT_ORDERS)
-    _count("min_attempts", min_attempts, 0)
+    defaults = {"group_by": "task", "sort": "learning_signal", "order": "desc"}
+    given = _every_keyword("list_tasks", TaskFilters, filters, defaults)
+    _one_of("group_by", given["group_by"], TASK_GROUP_BYS)
+    _one_of("sort", given["sort"], TASK_SORTS)
+    _one_of("order", given["order"], SORT_ORDERS)
+    _count("min_attempts", given.get("min_attempts"), 0)
     _count("limit", limit, 1)
-    given = {
-        "group_by": group_by,
-        "sort": sort,
-        "order": order,
-        "environment": environment,
-        "agent": agent,
-        "policy_version": policy_version,
-        "min_attempts": min_attempts,
-        "snapshot": snapshot,
-        "limit": limit,
-        "cursor": cursor,
-    }
+    given |= {"limit": limit, "cursor": cursor}
     params = {name: str(value) for name, value in given.items() if value is not None}
     return Operation("GET", f"{_namespace(namespace)}/tasks", _reader(TaskStatsPage), params=params)
 

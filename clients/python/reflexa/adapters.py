@@ -61,25 +61,44 @@ catch a reward function's exception and score 0: verl's ``prime`` and
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import math
 import os
 import threading
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from typing import Any
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from reflexa.async_client import AsyncClient
 from reflexa.client import Client
 from reflexa.config import ENV_RUBRIC
 from reflexa.errors import ReflexaError
-from reflexa.models import RubricBatchScore, RubricScore
+from reflexa.models import RubricScore
+
+if TYPE_CHECKING:  # typing has Unpack from Python 3.11; the client runs on 3.10
+    from typing_extensions import Unpack
 
 DEFAULT_TIMEOUT = 300.0  # judged criteria wait on an LLM
 BATCH_SIZE = 256  # items per scoring request
 LABEL_COLUMNS = ("ground_truth", "solution", "answer", "label")
 _TRL_RESERVED = frozenset({"completion_ids", "trainer_state", "log_extra", "log_metric", "environments"})
+
+
+class ScorerConfig(TypedDict, total=False):
+    """Every adapter's configuration: the rubric, where it lives and how to reach it
+    (each left out is the environment's), and how to score; see :class:`_Scorer`."""
+
+    rubric: str | None
+    namespace: str | None
+    base_url: str | None
+    api_key: str | None
+    timeout: float
+    skip_judged: bool
+    snapshot: str | None
+
+
 #: What verl's ``custom_reward_function.reward_kwargs`` may set (the adapters' configuration).
-VERL_CONFIG = ("rubric", "namespace", "base_url", "api_key", "timeout", "skip_judged", "snapshot")
+VERL_CONFIG = tuple(ScorerConfig.__annotations__)
 #: What verl's reward loop passes on its own (verl/experimental/reward_loop/reward_manager/naive.py): ignored.
 VERL_PASSED = ("reward_router_address", "reward_model_tokenizer")
 
@@ -168,40 +187,37 @@ class _Scorer:
                 exc.field = f"items[{int(index) + start}]{rest}"
         log.warning("reflexa: scoring with rubric %r failed: %s", self.rubric, exc)
 
+    def _batches(self, items: Sequence[Mapping[str, Any]]) -> Iterator[tuple[int, dict[str, Any]]]:
+        """Each request of a scoring call: its first item's index, and the arguments of
+        ``score_rubric_batch`` for its (at most BATCH_SIZE) items."""
+        for start in range(0, len(items), BATCH_SIZE):
+            batch = list(items[start : start + BATCH_SIZE])
+            options = {"snapshot": self.snapshot, "skip_judged": self.skip_judged}
+            yield start, {"namespace": None, "rubric_id": self.rubric, "items": batch, **options}
+
+    @contextlib.contextmanager
+    def _reported(self, start: int) -> Iterator[None]:
+        """A request's failure logged (its items numbered as in the whole call), then raised."""
+        try:
+            yield
+        except ReflexaError as exc:
+            self._failed(exc, start)
+            raise
+
     def score(self, items: Sequence[Mapping[str, Any]]) -> list[RubricScore]:
         out: list[RubricScore] = []
         client = self.client()
-        for start in range(0, len(items), BATCH_SIZE):
-            try:
-                result: RubricBatchScore = client.score_rubric_batch(
-                    None,
-                    self.rubric,
-                    list(items[start : start + BATCH_SIZE]),
-                    snapshot=self.snapshot,
-                    skip_judged=self.skip_judged,
-                )
-            except ReflexaError as exc:
-                self._failed(exc, start)
-                raise
-            out.extend(result.items)
+        for start, arguments in self._batches(items):
+            with self._reported(start):
+                out.extend(client.score_rubric_batch(**arguments).items)
         return out
 
     async def score_async(self, items: Sequence[Mapping[str, Any]]) -> list[RubricScore]:
         out: list[RubricScore] = []
         client = self.async_client()
-        for start in range(0, len(items), BATCH_SIZE):
-            try:
-                result = await client.score_rubric_batch(
-                    None,
-                    self.rubric,
-                    list(items[start : start + BATCH_SIZE]),
-                    snapshot=self.snapshot,
-                    skip_judged=self.skip_judged,
-                )
-            except ReflexaError as exc:
-                self._failed(exc, start)
-                raise
-            out.extend(result.items)
+        for start, arguments in self._batches(items):
+            with self._reported(start):
+                out.extend((await client.score_rubric_batch(**arguments)).items)
         return out
 
     def config(self) -> dict[str, Any]:
@@ -437,27 +453,9 @@ class TRLRewardFunc(_Scorer):
     """A TRL reward function on a Reflexa rubric (sync); see the module docstring."""
 
     def __init__(
-        self,
-        *,
-        rubric: str | None = None,
-        namespace: str | None = None,
-        base_url: str | None = None,
-        api_key: str | None = None,
-        label_key: str | None = None,
-        name: str | None = None,
-        timeout: float = DEFAULT_TIMEOUT,
-        skip_judged: bool = False,
-        snapshot: str | None = None,
+        self, *, label_key: str | None = None, name: str | None = None, **config: Unpack[ScorerConfig]
     ) -> None:
-        super().__init__(
-            rubric=rubric,
-            namespace=namespace,
-            base_url=base_url,
-            api_key=api_key,
-            timeout=timeout,
-            skip_judged=skip_judged,
-            snapshot=snapshot,
-        )
+        super().__init__(**config)
         self.items = _TRLItems(label_key)
         self.__name__ = name or f"reflexa_{self.rubric}"  # TRL logs rewards/<name>/mean
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import AsyncIterator, Mapping, Sequence
+from functools import partial
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -33,13 +34,17 @@ from reflexa._operations import (
     ExportDataset,
     ExportFormat,
     FiltersInput,
+    Operation,
     OutcomeInput,
     RenderInput,
     RubricScoreItemInput,
     ScoreTrajectoryInput,
     StepInput,
+    TaskFilters,
     TeacherInput,
     TeacherItemInput,
+    TrajectoryFields,
+    TrajectoryFilters,
     TrajectoryInput,
 )
 from reflexa._retry import RetryPolicy
@@ -76,20 +81,19 @@ from reflexa.models import (
     RubricCriterion,
     RubricScore,
     Snapshot,
-    SortOrder,
     StepsAppended,
-    TaskGroupBy,
-    TaskSort,
     TaskStats,
     TaskStatsPage,
     TeacherContextsOptions,
     TeacherLogprobsResult,
     Trajectory,
     TrajectoryDeleted,
-    TrajectoryStatus,
     TrajectoryWritten,
     coerce,
 )
+
+if TYPE_CHECKING:  # typing has Unpack from Python 3.11; the client runs on 3.10
+    from typing_extensions import Unpack
 
 
 class AsyncClient:
@@ -133,6 +137,17 @@ class AsyncClient:
 
     def _ns(self, namespace: str | None) -> str:
         return self.config.namespace_or_default(namespace)
+
+    async def _pages(self, page: partial[Operation[Any]]) -> AsyncIterator[Any]:
+        """Every item of a listing, one ``page(cursor=…)`` at a time, following ``next_cursor``."""
+        cursor: str | None = None
+        while True:
+            answer = await self._transport.send(page(cursor=cursor))
+            for item in answer.items:
+                yield item
+            if not answer.next_cursor:
+                return
+            cursor = answer.next_cursor
 
     # --- health -----------------------------------------------------------------------------
 
@@ -202,16 +217,11 @@ class AsyncClient:
         steps: Sequence[StepInput] | None = None,
         outcome: OutcomeInput | None = None,
         id: str | None = None,
-        environment: str | None = None,
-        agent: str | None = None,
-        policy_version: str | None = None,
-        group_id: str | None = None,
-        parent_trajectory_id: str | None = None,
-        attempt: int | None = None,
-        metadata: Mapping[str, Any] | None = None,
-        retrieval_ids: Sequence[str] | None = None,
+        **fields: Unpack[TrajectoryFields],
     ) -> TrajectoryWritten:
-        """Store one trajectory; with an ``outcome`` it is stored closed.
+        """Store one trajectory; with an ``outcome`` it is stored closed. ``fields``
+        (:class:`~reflexa._operations.TrajectoryFields`): environment, agent,
+        policy_version, group_id, parent_trajectory_id, attempt, metadata, retrieval_ids.
 
         Without an ``id`` the client makes one up (uuid4 hex) before the first
         attempt, so retries replay instead of duplicating. Sending an identical body
@@ -220,20 +230,8 @@ class AsyncClient:
         names it as ``parent_trajectory_id`` and says which ``attempt`` it is (1 = the
         first): attempt summaries and the ``attempts`` export are built from that.
         """
-        trajectory = {
-            "id": id,
-            "task": task,
-            "environment": environment,
-            "agent": agent,
-            "policy_version": policy_version,
-            "group_id": group_id,
-            "parent_trajectory_id": parent_trajectory_id,
-            "attempt": attempt,
-            "metadata": metadata,
-            "steps": list(steps or ()),
-            "outcome": outcome,
-            "retrieval_ids": list(retrieval_ids) if retrieval_ids is not None else None,
-        }
+        header = ops.trajectory_header("create_trajectory", id, task, fields)
+        trajectory = {**header, "steps": list(steps or ()), "outcome": outcome}
         return await self._transport.send(ops.create_trajectory(self._ns(namespace), trajectory))
 
     async def create_trajectories(self, namespace: str | None, trajectories: Sequence[TrajectoryInput]) -> BatchResult:
@@ -255,65 +253,20 @@ class AsyncClient:
         *,
         limit: int | None = None,
         cursor: str | None = None,
-        environment: str | None = None,
-        agent: str | None = None,
-        task: str | None = None,
-        policy_version: str | None = None,
-        group_id: str | None = None,
-        status: TrajectoryStatus | None = None,
-        success: bool | None = None,
-        include_steps: bool = False,
+        **filters: Unpack[TrajectoryFilters],
     ) -> Page[Trajectory]:
-        """One page of trajectories matching every filter given; see :meth:`iter_trajectories` for all."""
-        filters = {
-            "limit": limit,
-            "cursor": cursor,
-            "environment": environment,
-            "agent": agent,
-            "task": task,
-            "policy_version": policy_version,
-            "group_id": group_id,
-            "status": status,
-            "success": success,
-            "include_steps": include_steps,
-        }
-        return await self._transport.send(ops.list_trajectories(self._ns(namespace), filters))
+        """One page of trajectories matching every filter given (:class:`~reflexa._operations.TrajectoryFilters`:
+        environment, agent, task, policy_version, group_id, status, success, include_steps);
+        see :meth:`iter_trajectories` for all."""
+        page = ops.list_trajectories(self._ns(namespace), limit=limit, cursor=cursor, **filters)
+        return await self._transport.send(page)
 
     async def iter_trajectories(
-        self,
-        namespace: str | None = None,
-        *,
-        page_size: int | None = None,
-        environment: str | None = None,
-        agent: str | None = None,
-        task: str | None = None,
-        policy_version: str | None = None,
-        group_id: str | None = None,
-        status: TrajectoryStatus | None = None,
-        success: bool | None = None,
-        include_steps: bool = False,
+        self, namespace: str | None = None, *, page_size: int | None = None, **filters: Unpack[TrajectoryFilters]
     ) -> AsyncIterator[Trajectory]:
-        """Every matching trajectory, fetching pages lazily by following ``next_cursor``."""
-        cursor: str | None = None
-        while True:
-            page = await self.list_trajectories(
-                namespace,
-                limit=page_size,
-                cursor=cursor,
-                environment=environment,
-                agent=agent,
-                task=task,
-                policy_version=policy_version,
-                group_id=group_id,
-                status=status,
-                success=success,
-                include_steps=include_steps,
-            )
-            for item in page.items:
-                yield item
-            if not page.next_cursor:
-                return
-            cursor = page.next_cursor
+        """Every matching trajectory (the filters of :meth:`list_trajectories`), fetching pages lazily."""
+        async for item in self._pages(partial(ops.list_trajectories, self._ns(namespace), limit=page_size, **filters)):
+            yield item
 
     async def append_steps(
         self, namespace: str | None, trajectory_id: str, steps: Sequence[StepInput]
@@ -559,14 +512,8 @@ class AsyncClient:
         self, namespace: str | None = None, *, page_size: int | None = None
     ) -> AsyncIterator[Snapshot]:
         """Every snapshot of the namespace, newest first, fetching pages lazily."""
-        cursor: str | None = None
-        while True:
-            page = await self.list_snapshots(namespace, limit=page_size, cursor=cursor)
-            for item in page.items:
-                yield item
-            if not page.next_cursor:
-                return
-            cursor = page.next_cursor
+        async for item in self._pages(partial(ops.list_snapshots, self._ns(namespace), page_size)):
+            yield item
 
     async def get_snapshot(self, namespace: str | None, snapshot_id: str) -> Snapshot:
         """One snapshot; an unknown one is a :class:`~reflexa.errors.NotFound`."""
@@ -594,16 +541,9 @@ class AsyncClient:
         self,
         namespace: str | None = None,
         *,
-        group_by: TaskGroupBy = "task",
-        sort: TaskSort = "learning_signal",
-        order: SortOrder = "desc",
-        environment: str | None = None,
-        agent: str | None = None,
-        policy_version: str | None = None,
-        min_attempts: int | None = None,
-        snapshot: str | None = None,
         limit: int | None = None,
         cursor: str | None = None,
+        **filters: Unpack[TaskFilters],
     ) -> TaskStatsPage:
         """One page of curriculum statistics: per task (``group_by="task,policy_version"``:
         per task and policy version) its attempts, success rate, reward mean and
@@ -613,59 +553,16 @@ class AsyncClient:
         ``min_attempts`` drops tasks with fewer; under ``snapshot`` the answer is the
         same every time. A ``cursor`` is tied to its ``sort``, ``order`` and
         ``group_by``. See :meth:`iter_tasks` for every row."""
-        return await self._transport.send(
-            ops.list_tasks(
-                self._ns(namespace),
-                group_by=group_by,
-                sort=sort,
-                order=order,
-                environment=environment,
-                agent=agent,
-                policy_version=policy_version,
-                min_attempts=min_attempts,
-                snapshot=snapshot,
-                limit=limit,
-                cursor=cursor,
-            )
-        )
+        return await self._transport.send(ops.list_tasks(self._ns(namespace), limit=limit, cursor=cursor, **filters))
 
     async def iter_tasks(
-        self,
-        namespace: str | None = None,
-        *,
-        group_by: TaskGroupBy = "task",
-        sort: TaskSort = "learning_signal",
-        order: SortOrder = "desc",
-        environment: str | None = None,
-        agent: str | None = None,
-        policy_version: str | None = None,
-        min_attempts: int | None = None,
-        snapshot: str | None = None,
-        page_size: int | None = None,
+        self, namespace: str | None = None, *, page_size: int | None = None, **filters: Unpack[TaskFilters]
     ) -> AsyncIterator[TaskStats]:
-        """Every row of :meth:`list_tasks`, fetching pages lazily by following
+        """Every row of :meth:`list_tasks` (its filters), fetching pages lazily by following
         ``next_cursor``. Page under a ``snapshot`` so that a live namespace cannot
         move rows between pages."""
-        cursor: str | None = None
-        while True:
-            page = await self.list_tasks(
-                namespace,
-                group_by=group_by,
-                sort=sort,
-                order=order,
-                environment=environment,
-                agent=agent,
-                policy_version=policy_version,
-                min_attempts=min_attempts,
-                snapshot=snapshot,
-                limit=page_size,
-                cursor=cursor,
-            )
-            for item in page.items:
-                yield item
-            if not page.next_cursor:
-                return
-            cursor = page.next_cursor
+        async for item in self._pages(partial(ops.list_tasks, self._ns(namespace), limit=page_size, **filters)):
+            yield item
 
     async def distill_contexts(
         self,

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Iterator, Mapping, Sequence
+from functools import partial
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -34,13 +35,17 @@ from reflexa._operations import (
     ExportDataset,
     ExportFormat,
     FiltersInput,
+    Operation,
     OutcomeInput,
     RenderInput,
     RubricScoreItemInput,
     ScoreTrajectoryInput,
     StepInput,
+    TaskFilters,
     TeacherInput,
     TeacherItemInput,
+    TrajectoryFields,
+    TrajectoryFilters,
     TrajectoryInput,
 )
 from reflexa._retry import RetryPolicy
@@ -51,7 +56,7 @@ from reflexa._transport import SyncTransport
 if TYPE_CHECKING:  # numpy is needed only by distill_advantages_arrays
     from reflexa.binary_advantages import ArrayAdvantages
 from reflexa.config import DEFAULT_TIMEOUT, ClientConfig
-from reflexa.episode import Episode, EpisodeErrorCallback  # sync-only
+from reflexa.episode import Episode, EpisodeOptions  # sync-only
 from reflexa.errors import ConsistencyTimeout, ReflexaError
 from reflexa.models import (
     AdvantageMethod,
@@ -80,20 +85,19 @@ from reflexa.models import (
     RubricCriterion,
     RubricScore,
     Snapshot,
-    SortOrder,
     StepsAppended,
-    TaskGroupBy,
-    TaskSort,
     TaskStats,
     TaskStatsPage,
     TeacherContextsOptions,
     TeacherLogprobsResult,
     Trajectory,
     TrajectoryDeleted,
-    TrajectoryStatus,
     TrajectoryWritten,
     coerce,
 )
+
+if TYPE_CHECKING:  # typing has Unpack from Python 3.11; the client runs on 3.10
+    from typing_extensions import Unpack
 
 
 class Client:
@@ -165,6 +169,16 @@ class Client:
     def _ns(self, namespace: str | None) -> str:
         return self.config.namespace_or_default(namespace)
 
+    def _pages(self, page: partial[Operation[Any]]) -> Iterator[Any]:
+        """Every item of a listing, one ``page(cursor=…)`` at a time, following ``next_cursor``."""
+        cursor: str | None = None
+        while True:
+            answer = self._transport.send(page(cursor=cursor))
+            yield from answer.items
+            if not answer.next_cursor:
+                return
+            cursor = answer.next_cursor
+
     # --- health -----------------------------------------------------------------------------
 
     def healthz(self) -> dict[str, Any]:
@@ -231,16 +245,11 @@ class Client:
         steps: Sequence[StepInput] | None = None,
         outcome: OutcomeInput | None = None,
         id: str | None = None,
-        environment: str | None = None,
-        agent: str | None = None,
-        policy_version: str | None = None,
-        group_id: str | None = None,
-        parent_trajectory_id: str | None = None,
-        attempt: int | None = None,
-        metadata: Mapping[str, Any] | None = None,
-        retrieval_ids: Sequence[str] | None = None,
+        **fields: Unpack[TrajectoryFields],
     ) -> TrajectoryWritten:
-        """Store one trajectory; with an ``outcome`` it is stored closed.
+        """Store one trajectory; with an ``outcome`` it is stored closed. ``fields``
+        (:class:`~reflexa._operations.TrajectoryFields`): environment, agent,
+        policy_version, group_id, parent_trajectory_id, attempt, metadata, retrieval_ids.
 
         Without an ``id`` the client makes one up (uuid4 hex) before the first
         attempt, so retries replay instead of duplicating. Sending an identical body
@@ -249,20 +258,8 @@ class Client:
         names it as ``parent_trajectory_id`` and says which ``attempt`` it is (1 = the
         first): attempt summaries and the ``attempts`` export are built from that.
         """
-        trajectory = {
-            "id": id,
-            "task": task,
-            "environment": environment,
-            "agent": agent,
-            "policy_version": policy_version,
-            "group_id": group_id,
-            "parent_trajectory_id": parent_trajectory_id,
-            "attempt": attempt,
-            "metadata": metadata,
-            "steps": list(steps or ()),
-            "outcome": outcome,
-            "retrieval_ids": list(retrieval_ids) if retrieval_ids is not None else None,
-        }
+        header = ops.trajectory_header("create_trajectory", id, task, fields)
+        trajectory = {**header, "steps": list(steps or ()), "outcome": outcome}
         return self._transport.send(ops.create_trajectory(self._ns(namespace), trajectory))
 
     def create_trajectories(self, namespace: str | None, trajectories: Sequence[TrajectoryInput]) -> BatchResult:
@@ -284,64 +281,19 @@ class Client:
         *,
         limit: int | None = None,
         cursor: str | None = None,
-        environment: str | None = None,
-        agent: str | None = None,
-        task: str | None = None,
-        policy_version: str | None = None,
-        group_id: str | None = None,
-        status: TrajectoryStatus | None = None,
-        success: bool | None = None,
-        include_steps: bool = False,
+        **filters: Unpack[TrajectoryFilters],
     ) -> Page[Trajectory]:
-        """One page of trajectories matching every filter given; see :meth:`iter_trajectories` for all."""
-        filters = {
-            "limit": limit,
-            "cursor": cursor,
-            "environment": environment,
-            "agent": agent,
-            "task": task,
-            "policy_version": policy_version,
-            "group_id": group_id,
-            "status": status,
-            "success": success,
-            "include_steps": include_steps,
-        }
-        return self._transport.send(ops.list_trajectories(self._ns(namespace), filters))
+        """One page of trajectories matching every filter given (:class:`~reflexa._operations.TrajectoryFilters`:
+        environment, agent, task, policy_version, group_id, status, success, include_steps);
+        see :meth:`iter_trajectories` for all."""
+        page = ops.list_trajectories(self._ns(namespace), limit=limit, cursor=cursor, **filters)
+        return self._transport.send(page)
 
     def iter_trajectories(
-        self,
-        namespace: str | None = None,
-        *,
-        page_size: int | None = None,
-        environment: str | None = None,
-        agent: str | None = None,
-        task: str | None = None,
-        policy_version: str | None = None,
-        group_id: str | None = None,
-        status: TrajectoryStatus | None = None,
-        success: bool | None = None,
-        include_steps: bool = False,
+        self, namespace: str | None = None, *, page_size: int | None = None, **filters: Unpack[TrajectoryFilters]
     ) -> Iterator[Trajectory]:
-        """Every matching trajectory, fetching pages lazily by following ``next_cursor``."""
-        cursor: str | None = None
-        while True:
-            page = self.list_trajectories(
-                namespace,
-                limit=page_size,
-                cursor=cursor,
-                environment=environment,
-                agent=agent,
-                task=task,
-                policy_version=policy_version,
-                group_id=group_id,
-                status=status,
-                success=success,
-                include_steps=include_steps,
-            )
-            yield from page.items
-            if not page.next_cursor:
-                return
-            cursor = page.next_cursor
+        """Every matching trajectory (the filters of :meth:`list_trajectories`), fetching pages lazily."""
+        yield from self._pages(partial(ops.list_trajectories, self._ns(namespace), limit=page_size, **filters))
 
     def append_steps(self, namespace: str | None, trajectory_id: str, steps: Sequence[StepInput]) -> StepsAppended:
         """Append steps to an open trajectory.
@@ -581,13 +533,7 @@ class Client:
 
     def iter_snapshots(self, namespace: str | None = None, *, page_size: int | None = None) -> Iterator[Snapshot]:
         """Every snapshot of the namespace, newest first, fetching pages lazily."""
-        cursor: str | None = None
-        while True:
-            page = self.list_snapshots(namespace, limit=page_size, cursor=cursor)
-            yield from page.items
-            if not page.next_cursor:
-                return
-            cursor = page.next_cursor
+        yield from self._pages(partial(ops.list_snapshots, self._ns(namespace), page_size))
 
     def get_snapshot(self, namespace: str | None, snapshot_id: str) -> Snapshot:
         """One snapshot; an unknown one is a :class:`~reflexa.errors.NotFound`."""
@@ -615,16 +561,9 @@ class Client:
         self,
         namespace: str | None = None,
         *,
-        group_by: TaskGroupBy = "task",
-        sort: TaskSort = "learning_signal",
-        order: SortOrder = "desc",
-        environment: str | None = None,
-        agent: str | None = None,
-        policy_version: str | None = None,
-        min_attempts: int | None = None,
-        snapshot: str | None = None,
         limit: int | None = None,
         cursor: str | None = None,
+        **filters: Unpack[TaskFilters],
     ) -> TaskStatsPage:
         """One page of curriculum statistics: per task (``group_by="task,policy_version"``:
         per task and policy version) its attempts, success rate, reward mean and
@@ -634,58 +573,15 @@ class Client:
         ``min_attempts`` drops tasks with fewer; under ``snapshot`` the answer is the
         same every time. A ``cursor`` is tied to its ``sort``, ``order`` and
         ``group_by``. See :meth:`iter_tasks` for every row."""
-        return self._transport.send(
-            ops.list_tasks(
-                self._ns(namespace),
-                group_by=group_by,
-                sort=sort,
-                order=order,
-                environment=environment,
-                agent=agent,
-                policy_version=policy_version,
-                min_attempts=min_attempts,
-                snapshot=snapshot,
-                limit=limit,
-                cursor=cursor,
-            )
-        )
+        return self._transport.send(ops.list_tasks(self._ns(namespace), limit=limit, cursor=cursor, **filters))
 
     def iter_tasks(
-        self,
-        namespace: str | None = None,
-        *,
-        group_by: TaskGroupBy = "task",
-        sort: TaskSort = "learning_signal",
-        order: SortOrder = "desc",
-        environment: str | None = None,
-        agent: str | None = None,
-        policy_version: str | None = None,
-        min_attempts: int | None = None,
-        snapshot: str | None = None,
-        page_size: int | None = None,
+        self, namespace: str | None = None, *, page_size: int | None = None, **filters: Unpack[TaskFilters]
     ) -> Iterator[TaskStats]:
-        """Every row of :meth:`list_tasks`, fetching pages lazily by following
+        """Every row of :meth:`list_tasks` (its filters), fetching pages lazily by following
         ``next_cursor``. Page under a ``snapshot`` so that a live namespace cannot
         move rows between pages."""
-        cursor: str | None = None
-        while True:
-            page = self.list_tasks(
-                namespace,
-                group_by=group_by,
-                sort=sort,
-                order=order,
-                environment=environment,
-                agent=agent,
-                policy_version=policy_version,
-                min_attempts=min_attempts,
-                snapshot=snapshot,
-                limit=page_size,
-                cursor=cursor,
-            )
-            yield from page.items
-            if not page.next_cursor:
-                return
-            cursor = page.next_cursor
+        yield from self._pages(partial(ops.list_tasks, self._ns(namespace), limit=page_size, **filters))
 
     def distill_contexts(
         self,
@@ -1025,28 +921,12 @@ class Client:
     # --- logging an episode as it runs ------------------------------------------------------
 
     def episode(  # sync-only
-        self,
-        namespace: str | None = None,
-        *,
-        task: str,
-        id: str | None = None,
-        environment: str | None = None,
-        agent: str | None = None,
-        policy_version: str | None = None,
-        group_id: str | None = None,
-        parent_trajectory_id: str | None = None,
-        attempt: int | None = None,
-        metadata: Mapping[str, Any] | None = None,
-        retrieval_ids: Sequence[str] | None = None,
-        batch_size: int = 50,
-        flush_interval: float = 0.2,
-        max_buffered_steps: int = 10_000,
-        flush_timeout: float = 10.0,
-        wait_searchable_ms: int = 0,
-        strict: bool = False,
-        on_error: EpisodeErrorCallback | None = None,
+        self, namespace: str | None = None, *, task: str, **options: Unpack[EpisodeOptions]
     ) -> Episode:
-        """Start logging an episode in the background; see :class:`~reflexa.episode.Episode`.
+        """Start logging an episode in the background; see :class:`~reflexa.episode.Episode`
+        for the ``options`` (:class:`~reflexa.episode.EpisodeOptions`: id, batch_size,
+        flush_interval, max_buffered_steps, flush_timeout, wait_searchable_ms, strict,
+        on_error, and the trajectory's fields as :meth:`create_trajectory` takes them).
 
         ``ep.step(...)`` never blocks and never raises for network problems. Use it as
         a context manager so that everything is flushed at the end. With
@@ -1054,24 +934,4 @@ class Client:
         within ``flush_timeout``) until the finished episode is searchable by anyone;
         this client's own retrieves wait for it anyway.
         """
-        return Episode(
-            self,
-            self._ns(namespace),
-            task=task,
-            id=id,
-            environment=environment,
-            agent=agent,
-            policy_version=policy_version,
-            group_id=group_id,
-            parent_trajectory_id=parent_trajectory_id,
-            attempt=attempt,
-            metadata=metadata,
-            retrieval_ids=retrieval_ids,
-            batch_size=batch_size,
-            flush_interval=flush_interval,
-            max_buffered_steps=max_buffered_steps,
-            flush_timeout=flush_timeout,
-            wait_searchable_ms=wait_searchable_ms,
-            strict=strict,
-            on_error=on_error,
-        )
+        return Episode(self, self._ns(namespace), task=task, **options)

@@ -41,23 +41,60 @@ import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypedDict
 
 from reflexa import _operations as ops
 from reflexa._delivery import EpisodeSender, EpisodeStats
-from reflexa._operations import FiltersInput, RenderInput
+from reflexa._operations import FiltersInput, RenderInput, TrajectoryFields
 from reflexa._spool import Spool, SpoolReplayer
 from reflexa._transport import SyncTransport
 from reflexa.errors import EpisodeDeliveryError, ReflexaError
 from reflexa.models import CheckResult, Kind, Outcome, RetrieveResult, Step, TrajectoryCreate, coerce, dump
 
-__all__ = ["Episode", "EpisodeClient", "EpisodeErrorCallback", "EpisodeStats"]
+if TYPE_CHECKING:  # typing has Unpack from Python 3.11; the client runs on 3.10
+    from typing_extensions import Unpack
+
+__all__ = ["Episode", "EpisodeClient", "EpisodeErrorCallback", "EpisodeOptions", "EpisodeStats", "RetrieveOptions"]
 
 log = logging.getLogger("reflexa.episode")
 
 #: Called with a permanent delivery failure (from the sender thread) or, on close,
 #: with an :class:`~reflexa.errors.EpisodeDeliveryError` for dropped or timed-out steps.
 EpisodeErrorCallback = Callable[[ReflexaError], None]
+
+
+class EpisodeOptions(TrajectoryFields, total=False):
+    """The keywords of :meth:`reflexa.Client.episode` besides ``task``: the
+    trajectory's id and fields, how its steps are sent, and how failures are told;
+    each as :class:`Episode` takes it (with its default there)."""
+
+    id: str | None
+    batch_size: int
+    flush_interval: float
+    max_buffered_steps: int
+    flush_timeout: float
+    wait_searchable_ms: int
+    strict: bool
+    on_error: EpisodeErrorCallback | None
+
+
+class RetrieveOptions(TypedDict, total=False):
+    """The keywords of :meth:`Episode.retrieve`: those of :meth:`reflexa.Client.retrieve`
+    (with its defaults) but the ones the episode sets itself (``trajectory_id``, ``step``)
+    and ``snapshot`` (an episode is live)."""
+
+    data: Mapping[str, Any] | None
+    internal_state: str | None
+    task: str | None
+    environment: str | None
+    kinds: Sequence[Kind] | None
+    k: int
+    min_score: float | None
+    mmr_lambda: float | None
+    filters: FiltersInput | None
+    render: RenderInput | None
+    consistency: Literal["session", "none"] | str
+    wait_timeout_ms: int
 
 
 class EpisodeClient(Protocol):
@@ -84,14 +121,6 @@ class Episode:
         *,
         task: str,
         id: str | None = None,
-        environment: str | None = None,
-        agent: str | None = None,
-        policy_version: str | None = None,
-        group_id: str | None = None,
-        parent_trajectory_id: str | None = None,
-        attempt: int | None = None,
-        metadata: Mapping[str, Any] | None = None,
-        retrieval_ids: Sequence[str] | None = None,
         batch_size: int = 50,
         flush_interval: float = 0.2,
         max_buffered_steps: int = 10_000,
@@ -99,6 +128,7 @@ class Episode:
         wait_searchable_ms: int = 0,
         strict: bool = False,
         on_error: EpisodeErrorCallback | None = None,
+        **fields: Unpack[TrajectoryFields],
     ) -> None:
         if batch_size < 1 or max_buffered_steps < 1:
             raise ValueError("batch_size and max_buffered_steps must be at least 1")
@@ -108,25 +138,11 @@ class Episode:
         self.namespace = namespace
         self._client = client
         self._task = task
-        self._environment = environment
+        self._environment = fields.get("environment")
         self._retrieval_ids: list[str] = []
         self._retrievals_lock = threading.Lock()
         self._state: tuple[str, Mapping[str, Any] | None, str | None] | None = None  # the current state
-        header = coerce(
-            TrajectoryCreate,
-            {
-                "id": self.id,
-                "task": task,
-                "environment": environment,
-                "agent": agent,
-                "policy_version": policy_version,
-                "group_id": group_id,
-                "parent_trajectory_id": parent_trajectory_id,
-                "attempt": attempt,
-                "metadata": metadata,
-                "retrieval_ids": list(retrieval_ids) if retrieval_ids is not None else None,
-            },
-        )
+        header = coerce(TrajectoryCreate, ops.trajectory_header("Episode", self.id, task, fields))
         self._flush_timeout = flush_timeout
         self._strict = strict
         self._on_error = on_error
@@ -221,23 +237,7 @@ class Episode:
         )
         self._sender.set_outcome(outcome)
 
-    def retrieve(
-        self,
-        observation: str,
-        *,
-        internal_state: str | None = None,
-        data: Mapping[str, Any] | None = None,
-        task: str | None = None,
-        environment: str | None = None,
-        kinds: Sequence[Kind] | None = None,
-        k: int = 10,
-        min_score: float | None = None,
-        mmr_lambda: float | None = None,
-        filters: FiltersInput | None = None,
-        render: RenderInput | None = None,
-        consistency: Literal["session", "none"] | str = "session",
-        wait_timeout_ms: int = 5000,
-    ) -> RetrieveResult:
+    def retrieve(self, observation: str, **options: Unpack[RetrieveOptions]) -> RetrieveResult:
         """:meth:`reflexa.Client.retrieve` for this episode's current state; waits for the answer.
 
         The retrieval is tied to this episode (``trajectory_id``) and to the step
@@ -247,24 +247,13 @@ class Episode:
         not wait for this episode's own unsent steps, which are not searchable
         before the episode closes anyway. Network problems raise, as for any retrieve.
         """
-        self._state = (observation, data, internal_state)
+        self._state = (observation, options.get("data"), options.get("internal_state"))
+        if options.get("task") is None:
+            options["task"] = self._task
+        if options.get("environment") is None:
+            options["environment"] = self._environment
         result = self._client.retrieve(
-            self.namespace,
-            observation,
-            data=data,
-            internal_state=internal_state,
-            task=task if task is not None else self._task,
-            environment=environment if environment is not None else self._environment,
-            kinds=kinds,
-            k=k,
-            min_score=min_score,
-            mmr_lambda=mmr_lambda,
-            filters=filters,
-            render=render,
-            trajectory_id=self.id,
-            consistency=consistency,
-            wait_timeout_ms=wait_timeout_ms,
-            step=self._sender.next_index,
+            self.namespace, observation, trajectory_id=self.id, step=self._sender.next_index, **options
         )
         if result.retrieval_id is not None:  # always, for a live retrieve
             with self._retrievals_lock:

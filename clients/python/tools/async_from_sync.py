@@ -9,7 +9,8 @@ generate_async_client.sh do it, in the other direction):
 - a call of the transport's I/O (``self._transport.send/stream/close``) or of one of
   the client's own async methods is awaited;
 - ``yield from xs`` becomes ``for item in xs: yield item`` (async generators cannot
-  ``yield from``);
+  ``yield from``), ``async for`` where ``xs`` is a call of one of the client's own
+  generators (an async generator then, iterated, not awaited);
 - the names in ``RENAMES`` are renamed (whole tokens, never inside strings);
 - a line tagged ``# sync-only`` is left out, with the statement it starts (a tagged
   ``def`` drops the method and the comments just above it): the local spool and the
@@ -123,8 +124,12 @@ def generate(source: str) -> str:
                     raise ValueError(f"line {inner.lineno}: a yield from over several lines")
                 line = lines[inner.lineno - 1]
                 indent = line[: len(line) - len(line.lstrip())]
-                iterable = ast.get_source_segment(source, inner.value.value)
-                replaced[inner.lineno - 1] = [f"{indent}for item in {iterable}:", f"{indent}    yield item"]
+                iterable = inner.value.value
+                loop = (
+                    "async for" if isinstance(iterable, ast.Call) and _awaited(iterable.func, async_methods) else "for"
+                )
+                segment = ast.get_source_segment(source, iterable)
+                replaced[inner.lineno - 1] = [f"{indent}{loop} item in {segment}:", f"{indent}    yield item"]
 
     module_doc = tree.body[0]
     class_doc = client.body[0]

@@ -19,8 +19,8 @@ from service.app import create_app
 from service.auth import Principal
 from service.distill.contexts.schemas import TeacherSpec
 from tests.conftest import ADMIN_KEY, make_settings
-from tests.factories import step
-from tests.fixtures import create_namespace, drain, post_trajectory
+from tests.factories import door_steps, step
+from tests.fixtures import create_namespace, drain, post_door_attempt, post_trajectory
 
 NS = "/v1/namespaces/lab"
 URL = f"{NS}/distill/contexts"
@@ -34,27 +34,8 @@ ALL_KINDS = [
 ]
 
 
-def attempt_steps(success: bool) -> list[dict[str, Any]]:
-    return [
-        step(
-            "you are in a hall, a door to the north", "go north", internal_state="find the key", result="you walk north"
-        ),
-        step("a kitchen, a key on the table", "take key", reward=0.5, result="you hold the key"),
-        step(
-            "holding the key, the door is locked",
-            "unlock door" if success else "kick door",
-            reward=1.0 if success else 0.0,
-            caused_failure=not success,
-            result="the door opens" if success else "ouch",
-        ),
-    ]
-
-
 def attempt(api: TestClient, id: str, *, group: str, success: bool, **fields: Any) -> None:
-    outcome: dict[str, Any] = {"success": success, "reward": 1.0 if success else 0.0}
-    if not success:
-        outcome["failure_reason"] = "the door held"
-    post_trajectory(api, "lab", id, task=TASK, group_id=group, steps=attempt_steps(success), outcome=outcome, **fields)
+    post_door_attempt(api, "lab", id, group=group, success=success, task=TASK, **fields)
 
 
 @pytest.fixture
@@ -276,7 +257,7 @@ def test_token_budgets_with_a_tokenizer_file(api: TestClient, tmp_path: Path) ->
 
     path = tokenizer_file(tmp_path / "tokenizer.json")
     create_namespace(api, "tok", distill={"tokenizer_file": str(path)})
-    post_trajectory(api, "tok", "t", task=TASK, group_id="g", steps=attempt_steps(False), outcome={"success": False})
+    post_trajectory(api, "tok", "t", task=TASK, group_id="g", steps=door_steps(False), outcome={"success": False})
     tok = Tokenizer.from_file(str(path))
 
     def count(text: str) -> int:
@@ -301,7 +282,7 @@ def test_token_budgets_with_a_tokenizer_file(api: TestClient, tmp_path: Path) ->
 
 def test_an_unloadable_tokenizer_file_is_a_503_naming_the_setting(api: TestClient, tmp_path: Path) -> None:
     create_namespace(api, "broken", distill={"tokenizer_file": str(tmp_path / "missing.json")})
-    post_trajectory(api, "broken", "t", task=TASK, steps=attempt_steps(True))
+    post_trajectory(api, "broken", "t", task=TASK, steps=door_steps(True))
     r = api.post("/v1/namespaces/broken/distill/contexts", json={"trajectories": [{"id": "t"}]})
     assert r.status_code == 503
     assert (r.json()["error"]["field"], r.json()["error"]["rule"]) == (
@@ -314,8 +295,8 @@ def test_an_unloadable_tokenizer_file_is_a_503_naming_the_setting(api: TestClien
 
 def test_inline_rollout_groups(api: TestClient) -> None:
     group = [
-        {"id": "n1", "task": TASK, "group_id": "new", "steps": attempt_steps(False), "outcome": {"success": False}},
-        {"id": "n2", "task": TASK, "group_id": "new", "steps": attempt_steps(True)},
+        {"id": "n1", "task": TASK, "group_id": "new", "steps": door_steps(False), "outcome": {"success": False}},
+        {"id": "n2", "task": TASK, "group_id": "new", "steps": door_steps(True)},
         {"task": "sweep", "steps": [step("a dusty floor", "sweep")]},
     ]
     out = contexts(api, trajectories=group, teachers=[{"kind": "reflection"}, {"kind": "hindsight", "horizon": 5}])
@@ -330,7 +311,7 @@ def test_inline_rollout_groups(api: TestClient) -> None:
 
 
 def test_reads_under_a_snapshot_see_only_what_existed_and_never_change(api: TestClient) -> None:
-    post_trajectory(api, "lab", "open", task=TASK, group_id="g5", steps=attempt_steps(False)[:2])
+    post_trajectory(api, "lab", "open", task=TASK, group_id="g5", steps=door_steps(False)[:2])
     assert api.post(f"{NS}/snapshots", json={"id": "s1"}).status_code == 201
     body = {
         "snapshot": "s1",
@@ -347,7 +328,7 @@ def test_reads_under_a_snapshot_see_only_what_existed_and_never_change(api: Test
     assert first.json()["snapshot"] == "s1"
 
     # the namespace goes on: the open attempt gets its last step and fails, more rollouts come
-    steps = {"steps": [attempt_steps(False)[2]]}
+    steps = {"steps": [door_steps(False)[2]]}
     assert api.post(f"{NS}/trajectories/open/steps", json=steps).status_code == 200
     assert api.post(f"{NS}/trajectories/open/outcome", json={"success": False}).status_code == 200
     for i in range(3):
@@ -507,7 +488,7 @@ PARTS_CASES = [
 
 @pytest.mark.parametrize("window", PARTS_CASES, ids=[str(c) for c in PARTS_CASES])
 def test_parts_state_the_history_once_and_rebuild_every_steps_messages(api: TestClient, window: dict[str, Any]) -> None:
-    inline = {"task": "open the gate", "steps": attempt_steps(True)}
+    inline = {"task": "open the gate", "steps": door_steps(True)}
     body = {"trajectories": [{"id": "a1"}, {"id": "a0"}, inline], "teachers": ALL_KINDS, **window}
     r_full = api.post(URL, json={**body, "include": ["messages"]})
     r_parts = api.post(URL, json={**body, "include": ["parts"]})

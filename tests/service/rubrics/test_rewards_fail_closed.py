@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
+from tests.factories import RIGHT_NUMBER
 from tests.fixtures import create_namespace
 
 NS = "/v1/namespaces/lab"
@@ -29,12 +30,7 @@ GSM = {
     "id": "gsm",
     "name": "grade-school math",
     "criteria": [
-        {
-            "id": "correct",
-            "text": "The final answer is the right number.",
-            "weight": 3,
-            "check": {"type": "numeric", "op": "eq", "value": "{{label}}"},
-        },
+        RIGHT_NUMBER,
         {"id": "shows_work", "text": "Shows its arithmetic.", "weight": 1, "check": {"type": "contains", "text": "="}},
     ],
 }

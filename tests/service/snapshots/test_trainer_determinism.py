@@ -8,34 +8,11 @@ from typing import Any
 from fastapi.testclient import TestClient
 
 from tests.factories import step
-from tests.fixtures import create_namespace, drain, post_trajectory
+from tests.fixtures import create_namespace, drain, post_door_attempt, post_trajectory
 
 
 def episode(api: TestClient, id: str, *, task: str, group: str, success: bool, **fields: Any) -> None:
-    post_trajectory(
-        api,
-        "lab",
-        id,
-        task=task,
-        group_id=group,
-        policy_version="p1",
-        steps=[
-            step("you are in a hall, a door to the north", "go north", internal_state="find the key"),
-            step("a kitchen, a key on the table", "take key", reward=0.5, internal_state="find the key"),
-            step(
-                "holding the key, the door is locked",
-                "unlock door" if success else "kick door",
-                reward=1.0 if success else 0.0,
-                caused_failure=not success,
-            ),
-        ],
-        outcome={
-            "success": success,
-            "reward": 1.0 if success else 0.0,
-            **({} if success else {"failure_reason": "the door held"}),
-        },
-        **fields,
-    )
+    post_door_attempt(api, "lab", id, task=task, group=group, success=success, policy_version="p1", **fields)
 
 
 def test_every_trainer_read_is_byte_identical_under_a_snapshot(client: TestClient) -> None:

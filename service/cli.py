@@ -176,9 +176,8 @@ def _reindex(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace) -> int:
-    from service.backups import export_namespace
+    from service.namespaces.backup import BackupError, export_namespace
     from store.database import Database
-    from store.namespace_backup import BackupError
 
     db = Database(_settings(args).resolved_database_url)
     try:
@@ -197,9 +196,8 @@ def _export(args: argparse.Namespace) -> int:
 
 
 def _import(args: argparse.Namespace) -> int:
-    from service.backups import import_namespace
+    from service.namespaces.backup import BackupError, import_namespace
     from store.database import Database
-    from store.namespace_backup import BackupError
 
     db = Database(_settings(args).resolved_database_url)
     try:
@@ -215,8 +213,7 @@ def _import(args: argparse.Namespace) -> int:
 
 
 def _db_backup(args: argparse.Namespace) -> int:
-    from service.backups import backup_sqlite
-    from store.namespace_backup import BackupError
+    from service.namespaces.backup import BackupError, backup_sqlite
 
     try:
         backup_sqlite(_settings(args).resolved_database_url, Path(args.target))

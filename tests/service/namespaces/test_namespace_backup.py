@@ -21,10 +21,10 @@ from sqlalchemy import func, select
 
 from migrations import upgrade
 from service.app import create_app
-from service.backups import backup_sqlite, export_namespace, import_namespace
+from service.namespaces.backup import backup_sqlite, export_namespace, import_namespace
+from service.namespaces.repository import BY_NAME, BackupError
 from store.database import Database
 from store.models import Base
-from store.namespace_backup import BY_NAME, BackupError
 from tests.conftest import ADMIN_KEY, REPO, make_settings
 from tests.fixtures import drain
 from tests.service.test_unstorable_input import BODIES

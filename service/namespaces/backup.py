@@ -13,7 +13,8 @@ import orjson
 from sqlalchemy.engine import make_url
 
 from migrations import schema_status
-from store import namespace_backup as repo
+from service.namespaces import repository as repo
+from service.namespaces.repository import BackupError
 from store.database import Database
 from store.models import utcnow
 from store.snapshots import begin_consistent
@@ -22,7 +23,7 @@ from store.snapshots import begin_consistent
 def _schema(db: Database) -> str:
     status = schema_status(db.engine)
     if not status.up_to_date:
-        raise repo.BackupError(status.upgrade_hint())
+        raise BackupError(status.upgrade_hint())
     return ",".join(status.current)
 
 
@@ -34,7 +35,7 @@ def export_namespace(db: Database, namespace: str, out: IO[bytes]) -> int:
     with db.read() as session:
         begin_consistent(session)
         if session.get(repo.Namespace, namespace) is None:
-            raise repo.BackupError(f"namespace {namespace!r} not found")
+            raise BackupError(f"namespace {namespace!r} not found")
         for record in repo.dump_namespace(session, namespace, schema=schema, exported_at=utcnow()):
             out.write(orjson.dumps(record) + b"\n")
             n += 1
@@ -47,7 +48,7 @@ def _records(source: IO[bytes]) -> Iterator[dict]:
             try:
                 yield orjson.loads(line)
             except orjson.JSONDecodeError:
-                raise repo.BackupError(f"line {number} is not JSON") from None
+                raise BackupError(f"line {number} is not JSON") from None
 
 
 def import_namespace(db: Database, source: IO[bytes]) -> repo.Loaded:
@@ -62,11 +63,11 @@ def backup_sqlite(database_url: str, target: Path) -> None:
     and writers go on meanwhile), written to `target` (which must not exist)."""
     url = make_url(database_url)
     if url.get_backend_name() != "sqlite" or not url.database:
-        raise repo.BackupError(
+        raise BackupError(
             "`reflexa db backup` copies SQLite databases; for PostgreSQL use pg_dump (docs/operations.md)"
         )
     if target.exists():
-        raise repo.BackupError(f"{target} exists; choose a new file")
+        raise BackupError(f"{target} exists; choose a new file")
     target.parent.mkdir(parents=True, exist_ok=True)
     source = sqlite3.connect(url.database)
     try:

@@ -1,4 +1,5 @@
-"""A namespace as a stream of rows, and back: `reflexa export` / `reflexa import`.
+"""The namespaces domain's own reads and writes: a namespace as a stream of rows,
+and back (`reflexa export` / `reflexa import`, through service/namespaces/backup.py).
 
 Everything that is the namespace's meaning goes out: its settings and counters,
 trajectories with steps, reflections with their whole history, evidence, vectors

@@ -9,11 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from store import evidence as evidence_repo
-from store.models import Reflection
+from store import reflections as reflections_repo
 
 
 def importances(session: Session, reflection_pks: Sequence[int]) -> dict[int, int]:
@@ -28,6 +27,6 @@ def refresh_importance(session: Session, reflection_pks: Sequence[int]) -> None:
     if not reflection_pks:
         return
     votes = importances(session, reflection_pks)
-    for row in session.scalars(select(Reflection).where(Reflection.pk.in_(list(reflection_pks)))):
+    for row in reflections_repo.list_reflections_by_pks(session, reflection_pks):
         if "importance" in row.content and row.content["importance"] != votes[row.pk]:
             row.content = {**row.content, "importance": votes[row.pk]}

@@ -127,6 +127,10 @@ def list_reflections_in_pk_order(
     return list(session.scalars(stmt.order_by(Reflection.pk).limit(limit)))
 
 
+def list_reflections_by_pks(session: Session, pks: Sequence[int]) -> list[Reflection]:
+    return list(session.scalars(select(Reflection).where(Reflection.pk.in_(list(pks))).order_by(Reflection.pk)))
+
+
 def list_reflection_versions(session: Session, reflection_pk: int) -> list[ReflectionVersion]:
     stmt = select(ReflectionVersion).where(ReflectionVersion.reflection_pk == reflection_pk)
     return list(session.scalars(stmt.order_by(ReflectionVersion.pk)))

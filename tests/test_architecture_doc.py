@@ -4,6 +4,7 @@ domain or module fails here until the page says where it sits."""
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -11,12 +12,19 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 DOC = (REPO / "docs" / "architecture.md").read_text()
 SERVER = ("service", "store", "domain", "reflectors")
-# every folder of the repository but the prose, the packaging's output and hidden ones
+# every folder of the repository but the prose and hidden ones; what git ignores
+# (build output, test-artifacts/, a virtualenv) is not part of the tree
 NOT_CODE = {"docs"}
+_LISTED = subprocess.run(
+    ["git", "ls-files", "--cached", "--others", "--exclude-standard"],
+    cwd=REPO,
+    capture_output=True,
+    text=True,
+    check=True,
+).stdout.splitlines()
 TOP_LEVEL = sorted(
-    p.name
-    for p in REPO.iterdir()
-    if p.is_dir() and not p.name.startswith((".", "_")) and not p.name.endswith(".egg-info") and p.name not in NOT_CODE
+    {top for top, _, rest in (path.partition("/") for path in _LISTED) if rest and not top.startswith((".", "_"))}
+    - NOT_CODE
 )
 
 

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import json
 import queue
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -90,19 +90,24 @@ def _int_series(value: Any) -> np.ndarray | None:
     return arr if arr.ndim == 1 and arr.dtype == np.int64 else None
 
 
-def _may_hold_bool_items(raw: bytes) -> bool:
-    """A `true` or `false` after `[` or `,`: possibly an item of a list (numpy reads
-    it as 1 / 0). A match inside a string only costs the slow path."""
-    for word in (b"true", b"false"):
-        i = raw.find(word)
-        while i != -1:
-            j = i - 1
-            while j >= 0 and raw[j] in b" \t\r\n":
-                j -= 1
-            if j < 0 or raw[j] in b"[,":
-                return True
-            i = raw.find(word, i + len(word))
+def _where_an_item_starts(raw: bytes, word: bytes, *, or_at_start: bool) -> bool:
+    """Whether `word` stands where a list item may start: after `[` or `,` (whitespace
+    between), or, with `or_at_start`, first in the body. A match inside a string only
+    costs the slower path its caller chooses."""
+    i = raw.find(word)
+    while i != -1:
+        j = i - 1
+        while j >= 0 and raw[j] in b" \t\r\n":
+            j -= 1
+        if (j < 0 and or_at_start) or (j >= 0 and raw[j] in b"[,"):
+            return True
+        i = raw.find(word, i + len(word))
     return False
+
+
+def _may_hold_bool_items(raw: bytes) -> bool:
+    """A `true` or `false` that may be an item of a list (numpy reads it as 1 / 0)."""
+    return any(_where_an_item_starts(raw, word, or_at_start=True) for word in (b"true", b"false"))
 
 
 # (group index, trajectory index, field, name): where an array goes back into the model;
@@ -160,17 +165,9 @@ _PARSERS: queue.SimpleQueue[simdjson.Parser] = queue.SimpleQueue()
 
 
 def _may_nest_lists(raw: bytes) -> bool:
-    """A `[` after `[` or `,`: possibly a list inside a list, which simdjson's
-    as_buffer would flatten where the schema refuses it. Only costs the orjson path."""
-    i = raw.find(b"[")
-    while i != -1:
-        j = i - 1
-        while j >= 0 and raw[j] in b" \t\r\n":
-            j -= 1
-        if j >= 0 and raw[j] in b"[,":
-            return True
-        i = raw.find(b"[", i + 1)
-    return False
+    """A `[` that may open a list inside a list, which simdjson's as_buffer would
+    flatten where the schema refuses it."""
+    return _where_an_item_starts(raw, b"[", or_at_start=False)
 
 
 def _plain(value: Any) -> Any:
@@ -236,27 +233,25 @@ class _SimdReader:
                 out[key] = _plain(value)
         return out
 
-    def group(self, gi: int, element: Any) -> Any:
-        if not isinstance(element, simdjson.Object):
-            return _plain(element)
+    def _members(self, element: simdjson.Object, list_key: str, item: Callable[[int, Any], Any]) -> dict[str, Any]:
+        """The object's members as Python, each item of its `list_key` list read by `item`."""
         out: dict[str, Any] = {}
         for key, value in _unique_items(element):
-            if key == "trajectories" and isinstance(value, simdjson.Array):
-                out[key] = [self.trajectory(gi, ti, t) for ti, t in enumerate(value)]
+            if key == list_key and isinstance(value, simdjson.Array):
+                out[key] = [item(i, v) for i, v in enumerate(value)]
             else:
                 out[key] = _plain(value)
         return out
 
+    def group(self, gi: int, element: Any) -> Any:
+        if not isinstance(element, simdjson.Object):
+            return _plain(element)
+        return self._members(element, "trajectories", lambda ti, t: self.trajectory(gi, ti, t))
+
     def body(self, root: Any) -> dict[str, Any]:
         if not isinstance(root, simdjson.Object):
             raise _Fallback
-        out: dict[str, Any] = {}
-        for key, value in _unique_items(root):
-            if key == "groups" and isinstance(value, simdjson.Array):
-                out[key] = [self.group(gi, g) for gi, g in enumerate(value)]
-            else:
-                out[key] = _plain(value)
-        return out
+        return self._members(root, "groups", self.group)
 
 
 def _simd_json_arrays(raw: bytes) -> tuple[dict[str, Any], dict[Slot, np.ndarray]]:

@@ -1,16 +1,16 @@
-"""A step's fields (STEP_FIELDS, written once in store.trajectory_reader) as ingest
-stores them and as prompts and read models show them.
+"""A step's fields (STEP_FIELDS, written once as store.trajectory_reader's
+StoredStep) as ingest stores them and as prompts and read models show them.
 
-Names are the stored ones (store.models.Step): `observation` and `state_data` are
-the API's `state.observation` and `state.data`; `metadata` is the column the ORM
-calls `metadata_` (a name SQLAlchemy reserves).
+Names are the stored ones: `observation` and `state_data` are the API's
+`state.observation` and `state.data`; `metadata` is the column the ORM calls
+`metadata_` (a name SQLAlchemy reserves), the one ingest's row values rename.
 """
 
 from __future__ import annotations
 
 from typing import Any, Protocol
 
-from store.trajectory_reader import STEP_FIELDS
+from store.trajectory_reader import STEP_FIELDS, StoredStep
 
 _ATTRIBUTE = {"metadata": "metadata_"}
 
@@ -52,9 +52,9 @@ def step_columns(step: StepInput) -> dict[str, Any]:
     return out
 
 
-def step_mapping(row: Any) -> dict[str, Any]:
-    """A stored step (a store.models.Step) as a plain mapping of `index` and
-    STEP_FIELDS, the shape prompts and read models are built from."""
+def step_mapping(row: StoredStep) -> dict[str, Any]:
+    """A stored step as a plain mapping of `index` and STEP_FIELDS, the shape
+    prompts and read models are built from."""
     out = {"index": row.index}
-    out.update((name, getattr(row, _ATTRIBUTE.get(name, name))) for name in STEP_FIELDS)
+    out.update((name, getattr(row, name)) for name in STEP_FIELDS)
     return out

@@ -25,10 +25,10 @@ from reflectors.registry import Reflector, register
 from reflectors.worker import JobView, Write
 from service.namespaces.stored import read_settings
 from store import evidence as evidence_repo
-from store import trajectories as trajectories_repo
 from store.database import Database
 from store.embedding.base import Embedder
 from store.models import Trajectory
+from store.trajectory_reader import StoredStep, read_step_records
 
 NAME = "evidence_card"
 VERSION = "1"
@@ -72,7 +72,7 @@ class EvidenceCardReflector:
             groups = read_settings(session, ns).reflection.evidence_cards.groups
             group_ids = repository.list_latest_group_ids(session, ns, task_hash, groups)
             trajectories = repository.list_closed_in_groups(session, ns, task_hash, group_ids)
-            steps = trajectories_repo.list_steps_for(session, [t.pk for t in trajectories])
+            steps = read_step_records(session, ns, None, [t.pk for t in trajectories], StoredStep)
         if not trajectories:
             return None
         runs = [(t, steps[t.pk]) for t in trajectories]

@@ -45,10 +45,10 @@ from store import evidence as evidence_repo
 from store import index_feed
 from store import lexical as lexical_repo
 from store import reflections as repo
-from store import trajectories as trajectories_repo
 from store.database import Database
 from store.embedding.base import Embedder
-from store.models import Step, Trajectory
+from store.models import Trajectory
+from store.trajectory_reader import StoredStep, read_step_records
 
 NAME = "exemplar"
 VERSION = "1"
@@ -68,7 +68,7 @@ def returns_to_go(rewards: list[float | None], gamma: float) -> list[float]:
     return out
 
 
-def step_rewards(traj: Trajectory, steps: list[Step]) -> list[float | None]:
+def step_rewards(traj: Trajectory, steps: list[StoredStep]) -> list[float | None]:
     rewards = [s.reward for s in steps]
     if steps and all(r is None for r in rewards):
         terminal = traj.reward
@@ -78,7 +78,7 @@ def step_rewards(traj: Trajectory, steps: list[Step]) -> list[float | None]:
     return rewards
 
 
-def credit(traj: Trajectory, steps: list[Step]) -> list[bool | None]:
+def credit(traj: Trajectory, steps: list[StoredStep]) -> list[bool | None]:
     flagged = [s.caused_failure for s in steps]
     if traj.success is True:
         return [not f for f in flagged]  # a flagged step is never credited
@@ -111,7 +111,7 @@ class _Exemplar:
         return {"state": self.state_text} | ({"internal": self.internal_text} if self.internal_text else {})
 
 
-def build_exemplars(traj: Trajectory, steps: list[Step], settings: NamespaceSettings) -> list[_Exemplar]:
+def build_exemplars(traj: Trajectory, steps: list[StoredStep], settings: NamespaceSettings) -> list[_Exemplar]:
     rtg = returns_to_go(step_rewards(traj, steps), settings.gamma)
     credits = credit(traj, steps)
     by_id: dict[str, _Exemplar] = {}
@@ -192,7 +192,7 @@ class ExemplarReflector:
         if traj is None:  # deleted since: nothing to derive
             return None
         settings = read_settings(session, traj.namespace)
-        steps = trajectories_repo.list_steps(session, traj.pk)
+        steps = read_step_records(session, traj.namespace, None, [traj.pk], StoredStep)[traj.pk]
         exemplars = build_exemplars(traj, steps, settings)
         known = set(repo.read_reflections_by_ids(session, traj.namespace, [e.id for e in exemplars]))
         return _Plan(traj, settings, exemplars, known)

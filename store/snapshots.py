@@ -243,18 +243,23 @@ TRAJECTORY_VIEW_COLUMNS = (
 # What a snapshot pins of a trajectory (SnapshotTrajectory's copies, where a pinned
 # read takes them from); the other columns never change once written.
 _PINNED_TRAJECTORY_COLUMNS = frozenset({"status", "success", "reward", "failure_reason", "step_count", "closed_at"})
+# Columns only a live view has: they change after the trajectory is written and no
+# snapshot pins them, so a pinned read that named one would mix then and now.
+LIVE_TRAJECTORY_COLUMNS = ("retrieval_ids", "outcome_details", "updated_at")
 
 
 def trajectory_view(namespace: str, snapshot_pk: int | None) -> Subquery:
-    """The namespace's trajectories as a subquery with TRAJECTORY_VIEW_COLUMNS:
-    live, or as they were in the snapshot (its outcome and step count; a trajectory
-    created since is absent). Join steps with `steps_of(view)`."""
+    """The namespace's trajectories as a subquery with TRAJECTORY_VIEW_COLUMNS (and,
+    live, LIVE_TRAJECTORY_COLUMNS): live, or as they were in the snapshot (its
+    outcome and step count; a trajectory created since is absent). Join steps with
+    `steps_of(view)`."""
     t = Trajectory
     pinned: Any = t if snapshot_pk is None else SnapshotTrajectory
+    columns = TRAJECTORY_VIEW_COLUMNS if snapshot_pk is not None else TRAJECTORY_VIEW_COLUMNS + LIVE_TRAJECTORY_COLUMNS
     stmt: Select[Any] = select(
         *(
             getattr(pinned if c in _PINNED_TRAJECTORY_COLUMNS else t, "metadata_" if c == "metadata" else c).label(c)
-            for c in TRAJECTORY_VIEW_COLUMNS
+            for c in columns
         )
     )
     if snapshot_pk is not None:

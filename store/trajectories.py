@@ -11,7 +11,6 @@ from sqlalchemy.orm import Session
 
 from store.evidence import delete_trajectory_evidence
 from store.models import Job, Step, Trajectory, utcnow
-from store.trajectory_reader import TrajectoryFilter
 
 
 def read_trajectory(session: Session, namespace: str, id: str, *, for_update: bool = False) -> Trajectory | None:
@@ -97,37 +96,6 @@ def read_step_hashes(session: Session, trajectory_pk: int, indexes: Sequence[int
         select(Step.index, Step.content_hash).where(Step.trajectory_pk == trajectory_pk, Step.index.in_(list(indexes)))
     )
     return {index: h for index, h in rows}
-
-
-def list_steps(session: Session, trajectory_pk: int) -> list[Step]:
-    return list(session.scalars(select(Step).where(Step.trajectory_pk == trajectory_pk).order_by(Step.index)))
-
-
-def list_steps_for(session: Session, trajectory_pks: Sequence[int]) -> dict[int, list[Step]]:
-    out: dict[int, list[Step]] = {pk: [] for pk in trajectory_pks}
-    if not trajectory_pks:
-        return out
-    rows = session.scalars(
-        select(Step).where(Step.trajectory_pk.in_(list(trajectory_pks))).order_by(Step.trajectory_pk, Step.index)
-    )
-    for step in rows:
-        out[step.trajectory_pk].append(step)
-    return out
-
-
-def list_trajectories(
-    session: Session,
-    namespace: str,
-    filters: TrajectoryFilter,
-    *,
-    before_pk: int | None,
-    limit: int,
-) -> list[Trajectory]:
-    """Newest first; keyset pagination on the surrogate key (stable under inserts)."""
-    stmt = select(Trajectory).where(Trajectory.namespace == namespace, *filters.clauses(Trajectory.__table__.c))
-    if before_pk is not None:
-        stmt = stmt.where(Trajectory.pk < before_pk)
-    return list(session.scalars(stmt.order_by(Trajectory.pk.desc()).limit(limit)))
 
 
 def delete_trajectory(session: Session, trajectory: Trajectory) -> tuple[int, int, list[int]]:

@@ -1,8 +1,8 @@
 """One reader of trajectories and their steps, live or as a snapshot pinned them:
 a `TrajectoryFilter` says which trajectories, a column set says what of them (the
 shape of Prefect's `read_flow_runs` with its filter schemas). Teacher contexts,
-rubric scoring and dataset exports read through it; the API's trajectory list
-filters with the same schema.
+rubric scoring, dataset exports, the API's trajectory reads and the reflectors
+read through it; each names the columns it needs as a record dataclass.
 
 Reads go through store.snapshots' views: `trajectory_view` (a snapshot's outcome
 and step count, or the live ones) and `steps_of(view)` (only the steps that existed
@@ -25,34 +25,81 @@ from sqlalchemy.engine import RowMapping
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.elements import ColumnElement
 
-from store.models import Step
-from store.records import record_columns
-from store.snapshots import TRAJECTORY_VIEW_COLUMNS, steps_of, trajectory_view
+from store.models import Step, Trajectory
+from store.records import record_columns, record_from
+from store.snapshots import LIVE_TRAJECTORY_COLUMNS, TRAJECTORY_VIEW_COLUMNS, steps_of, trajectory_view
 
 # What the inference engine reported for a step's action tokens: per-token arrays,
 # the heavy part of a step. Read where they are shown (GET of a trajectory, the
 # `trajectories` export); reads that build prompts name their columns without them.
 ROLLOUT_FIELDS: tuple[str, ...] = ("rollout_logprobs", "rollout_token_ids")
-# A step's content fields in the order they are shown, by their stored names
-# (`observation` and `state_data` are the API's `state.observation` and `state.data`;
-# `metadata` is the column the ORM calls `metadata_`). `index` is the position.
-# `policy_version` is the step's own (null: the trajectory's applies).
-STEP_FIELDS: tuple[str, ...] = (
-    "observation",
-    "state_data",
-    "internal_state",
-    "action",
-    "result",
-    "error",
-    "reward",
-    "done",
-    "truncated",
-    "caused_failure",
-    "policy_version",
-    *ROLLOUT_FIELDS,
-    "metadata",
-)
+
+
+@dataclass(frozen=True)
+class StoredStep:
+    """A step as stored, every field, by its stored name (`observation` and
+    `state_data` are the API's `state.observation` and `state.data`; `metadata` is
+    the column the ORM calls `metadata_`): what the API shows and reflectors read.
+    Its fields between `index` and `created_at` are STEP_FIELDS, in the order shown."""
+
+    index: int
+    observation: str
+    state_data: Any
+    internal_state: str | None
+    action: Any
+    result: str | None
+    error: str | None
+    reward: float | None
+    done: bool
+    truncated: bool
+    caused_failure: bool
+    policy_version: str | None  # the step's own (null: the trajectory's applies)
+    rollout_logprobs: list[float] | None
+    rollout_token_ids: list[int] | None
+    metadata: dict[str, Any] | None
+    created_at: datetime
+
+
+# A step's content fields, written once (StoredStep's): ingest stores them, prompts
+# and read models show them.
+STEP_FIELDS: tuple[str, ...] = record_columns(StoredStep)[1:-1]
+assert set(ROLLOUT_FIELDS) <= set(STEP_FIELDS)
 STEP_COLUMNS: tuple[str, ...] = ("trajectory_pk", "index", *STEP_FIELDS)
+
+
+@dataclass(frozen=True)
+class StoredTrajectory:
+    """A live trajectory as the API shows it: the view's columns and the live-only
+    ones (LIVE_TRAJECTORY_COLUMNS), `pk` for keyset pages."""
+
+    pk: int
+    namespace: str
+    id: str
+    task: str
+    environment: str | None
+    agent: str | None
+    policy_version: str | None
+    group_id: str | None
+    parent_trajectory_id: str | None
+    attempt: int | None
+    metadata: dict[str, Any] | None
+    retrieval_ids: list[str] | None
+    status: str
+    success: bool | None
+    reward: float | None
+    failure_reason: str | None
+    outcome_details: dict[str, Any] | None
+    step_count: int
+    created_at: datetime
+    updated_at: datetime
+    closed_at: datetime | None
+
+
+def stored_trajectory(row: Trajectory) -> StoredTrajectory:
+    """A trajectory the write path holds (an ORM row) as the record reads return."""
+    return record_from(StoredTrajectory, row, metadata=row.metadata_)
+
+
 # Every column of a trajectory view but the namespace (which the caller named).
 TRAJECTORY_FIELDS: tuple[str, ...] = tuple(c for c in TRAJECTORY_VIEW_COLUMNS if c != "namespace")
 # Most values in one IN (…) list: well under SQLite's and PostgreSQL's bind limits.
@@ -164,6 +211,7 @@ def read_trajectories(
     stable under inserts. `ids` narrows to those, read MAX_IN at a time (the order
     holds within each chunk; callers by id key the rows by id, and take no limit)."""
     assert ids is None or limit is None, "a limit per chunk of ids would mean nothing"
+    assert snapshot_pk is None or not set(columns) & set(LIVE_TRAJECTORY_COLUMNS), "no snapshot pins these"
     stmt = _trajectory_statement(
         namespace,
         snapshot_pk,

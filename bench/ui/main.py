@@ -105,11 +105,12 @@ def floors(database_url: str) -> tuple[dict[str, Callable[[], Any]], dict[str, s
     from store import namespaces as ns_repo
     from store import reflections as refl_repo
     from store import retrievals as retrieval_repo
-    from store import trajectories as traj_repo
+    from store import trajectory_reader as reader
     from store.database import Database
     from store.models import Reflection, Retrieval, Trajectory
+    from store.records import record_columns
     from store.reflections import ReflectionFilters
-    from store.trajectory_reader import TrajectoryFilter
+    from store.trajectory_reader import StoredStep, StoredTrajectory, TrajectoryFilter
 
     db = Database(database_url)
     with db.read() as s:
@@ -135,6 +136,7 @@ def floors(database_url: str) -> tuple[dict[str, Callable[[], Any]], dict[str, s
         )
         query_text = s.scalar(select(Reflection.text).where(Reflection.pk == refl_pk))
     rule = review.ReviewRule(baseline, ranking.PRIOR_STRENGTH, 5, 10)
+    stored = record_columns(StoredTrajectory)  # the API's trajectory list reads these
 
     def read(fn: Callable[[Any], Any]) -> Callable[[], Any]:
         def run() -> Any:
@@ -164,8 +166,8 @@ def floors(database_url: str) -> tuple[dict[str, Callable[[], Any]], dict[str, s
         )
 
     def trajectory_detail(s: Any) -> Any:
-        traj_repo.read_trajectory(s, NS, traj_id)
-        traj_repo.list_steps(s, traj_pk)
+        reader.read_trajectory_records(s, NS, None, [traj_id], StoredTrajectory)
+        reader.read_step_records(s, NS, None, [traj_pk], StoredStep)
         return retrieval_log.list_episode_retrievals(s, NS, traj_id, 500)
 
     def reflection_detail(s: Any) -> Any:
@@ -187,11 +189,17 @@ def floors(database_url: str) -> tuple[dict[str, Callable[[], Any]], dict[str, s
         "overview": read(overview_queries),
         "learning (episode blocks, policy versions, reflectors)": read(learning_queries),
         "trajectories": read(
-            lambda s: traj_repo.list_trajectories(s, NS, TrajectoryFilter(), before_pk=None, limit=PAGE + 1)
+            lambda s: reader.read_trajectories(s, NS, None, columns=stored, newest_first=True, limit=PAGE + 1)
         ),
         "trajectories, failed in one environment": read(
-            lambda s: traj_repo.list_trajectories(
-                s, NS, TrajectoryFilter(environment=env, success=False), before_pk=None, limit=PAGE + 1
+            lambda s: reader.read_trajectories(
+                s,
+                NS,
+                None,
+                TrajectoryFilter(environment=env, success=False),
+                columns=stored,
+                newest_first=True,
+                limit=PAGE + 1,
             )
         ),
         "trajectory (20 steps, its retrievals)": read(trajectory_detail),

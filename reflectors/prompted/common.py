@@ -12,9 +12,9 @@ from domain.settings import LLMReflectionSettings, NamespaceSettings
 from domain.steps import step_mapping
 from reflectors.prompts.steps import render_steps
 from service.namespaces.stored import read_settings
-from store import trajectories as trajectories_repo
 from store.database import Database
-from store.models import Step, Trajectory
+from store.models import Trajectory
+from store.trajectory_reader import StoredStep, read_step_records
 
 HEURISTICS_NAME = "llm_heuristics"
 SKILLS_NAME = "llm_skills"
@@ -44,7 +44,7 @@ class Source:
     """A closed trajectory as a per-trajectory LLM job reads it."""
 
     trajectory: Trajectory
-    steps: list[Step]
+    steps: list[StoredStep]
     settings: NamespaceSettings
 
     @property
@@ -63,13 +63,13 @@ def load_source(db: Database, trajectory_pk: int, reflector: str) -> Source | No
         cfg = settings.reflection.llm
         if not cfg.enabled or reflector not in cfg.reflectors:
             return None
-        steps = trajectories_repo.list_steps(session, traj.pk)
+        steps = read_step_records(session, traj.namespace, None, [traj.pk], StoredStep)[traj.pk]
     if not steps:
         return None
     return Source(traj, steps, settings)
 
 
-def show_steps(steps: Sequence[Step], limit: int, *, max_field_chars: int = 1_500) -> tuple[list[int], str]:
+def show_steps(steps: Sequence[StoredStep], limit: int, *, max_field_chars: int = 1_500) -> tuple[list[int], str]:
     """The `{steps}` text of a prompt and the indexes it shows (what an answer may
     cite). Past `limit` steps, the first quarter and the rest from the end are shown
     with a marker between: the end of an attempt is where failures show."""

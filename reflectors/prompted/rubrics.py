@@ -38,10 +38,10 @@ from service.rubrics.content import describe_check
 from store import evidence as evidence_repo
 from store import index_feed
 from store import reflections as repo
-from store import trajectories as trajectories_repo
 from store.database import Database
 from store.embedding.base import Embedder
 from store.models import Trajectory
+from store.trajectory_reader import StoredStep, read_step_records
 
 KIND = "rubric"
 PROMPT = ("rubrics", 1)
@@ -124,7 +124,7 @@ class RubricsReflector:
                 cited = evidence_repo.list_evidence_trajectory_pks(session, existing.pk)
                 if sum(t.pk not in cited for t in attempts) < cfg.rubric_min_new_attempts:
                     return None  # not enough new to say: the rubric stands
-            steps = trajectories_repo.list_steps_for(session, [t.pk for t in attempts])
+            steps = read_step_records(session, ns, None, [t.pk for t in attempts], StoredStep)
         labelled = [(chr(ord("A") + i), t) for i, t in enumerate(attempts)]
         per_attempt = max(4, cfg.max_prompt_steps // len(attempts))
         blocks = []

@@ -11,7 +11,7 @@ from domain.schemas import ClientId, Label, Page, RequestModel, ResponseModel
 from domain.steps import step_mapping
 
 if TYPE_CHECKING:
-    from store.models import Step, Trajectory
+    from store.trajectory_reader import StoredStep, StoredTrajectory
 
 JSONObject = dict[str, Any]
 
@@ -115,7 +115,7 @@ class StepRead(StepFields):
     created_at: datetime
 
     @classmethod
-    def from_row(cls, row: Step) -> StepRead:
+    def from_row(cls, row: StoredStep) -> StepRead:
         m = step_mapping(row)
         state = StateRead(observation=m.pop("observation"), data=m.pop("state_data"))
         return cls(**m, state=state, created_at=row.created_at)
@@ -149,7 +149,7 @@ class TrajectoryRead(ResponseModel):
     steps: list[StepRead] | None = Field(None, description="present when asked for (GET one, include_steps)")
 
     @classmethod
-    def from_row(cls, row: Trajectory, steps: list[Step] | None = None, **extra: Any) -> TrajectoryRead:
+    def from_row(cls, row: StoredTrajectory, steps: list[StoredStep] | None = None, **extra: Any) -> TrajectoryRead:
         outcome = None
         if row.status == "closed":
             outcome = OutcomeRead(
@@ -165,7 +165,7 @@ class TrajectoryRead(ResponseModel):
             group_id=row.group_id,
             parent_trajectory_id=row.parent_trajectory_id,
             attempt=row.attempt,
-            metadata=row.metadata_,
+            metadata=row.metadata,
             retrieval_ids=row.retrieval_ids,
             status=row.status,  # type: ignore[arg-type]
             outcome=outcome,

@@ -35,9 +35,13 @@ from service.trajectories.schemas import (
     TrajectoryWritten,
 )
 from store import trajectories as repo
+from store import trajectory_reader as reader
 from store.database import Database
 from store.models import Trajectory, utcnow
-from store.trajectory_reader import TrajectoryFilter
+from store.records import record_columns
+from store.trajectory_reader import StoredStep, StoredTrajectory, TrajectoryFilter, stored_trajectory
+
+STORED = record_columns(StoredTrajectory)
 
 
 class TrajectoryService:
@@ -78,7 +82,7 @@ class TrajectoryService:
             self.namespaces.require(session, ns)
             results, job_ids = self._create_many(session, principal, ns, [body], "")
             traj, created = results[0]
-            return TrajectoryWritten.from_row(traj, consistency_token=encode_token(job_ids)), created
+            return TrajectoryWritten.from_row(stored_trajectory(traj), consistency_token=encode_token(job_ids)), created
 
         written, created = self.db.run_write(work)
         self._notify(ns, written.consistency_token)
@@ -220,7 +224,7 @@ class TrajectoryService:
                 session.refresh(traj)
                 hooks.trajectory_closed(session, ns, traj)
             job_ids = [self._enqueue_closed(session, ns, traj.pk, traj.id)]
-            return TrajectoryWritten.from_row(traj, consistency_token=encode_token(job_ids))
+            return TrajectoryWritten.from_row(stored_trajectory(traj), consistency_token=encode_token(job_ids))
 
         written = self.db.run_write(work)
         self._notify(ns, written.consistency_token)
@@ -242,8 +246,15 @@ class TrajectoryService:
     def get(self, principal: Principal, ns: str, id: str) -> TrajectoryRead:
         principal.require(Permission.TRAJECTORIES_READ, ns)
         with self.db.read() as session:
-            traj = self._get_or_404(session, ns, id)
-            return TrajectoryRead.from_row(traj, repo.list_steps(session, traj.pk))
+            traj = self.namespaces.get_or_404(
+                session,
+                ns,
+                "trajectory",
+                id,
+                lambda: reader.read_trajectory_records(session, ns, None, [id], StoredTrajectory).get(id),
+            )
+            steps = reader.read_step_records(session, ns, None, [traj.pk], StoredStep)
+            return TrajectoryRead.from_row(traj, steps[traj.pk])
 
     def list(
         self,
@@ -259,11 +270,18 @@ class TrajectoryService:
         with self.db.read() as session:
             self.namespaces.require(session, ns)
             rows, next_cursor = keyset_page(
-                lambda before, n: repo.list_trajectories(session, ns, filters, before_pk=before, limit=n),
+                lambda before, n: [
+                    StoredTrajectory(**row)
+                    for row in reader.read_trajectories(
+                        session, ns, None, filters, columns=STORED, before_pk=before, newest_first=True, limit=n
+                    )
+                ],
                 cursor=cursor,
                 limit=limit,
                 key=lambda r: r.pk,
             )
-            steps = repo.list_steps_for(session, [r.pk for r in rows]) if include_steps else {}
+            steps = (
+                reader.read_step_records(session, ns, None, [r.pk for r in rows], StoredStep) if include_steps else {}
+            )
             items = [TrajectoryRead.from_row(r, steps.get(r.pk) if include_steps else None) for r in rows]
         return TrajectoryPage(items=items, next_cursor=next_cursor)

@@ -1,17 +1,17 @@
 """The step fields (domain/steps.py): a request's step becomes ORM column values
 (`metadata` under the attribute `metadata_`), and a stored row becomes the plain
-mapping prompts and reads use, the same values back through a real store."""
+mapping prompts and reads use, the same values back through a real store and the
+one trajectory reader."""
 
 from __future__ import annotations
 
 from types import SimpleNamespace
 from typing import Any
 
-from sqlalchemy import select
-
 from domain.steps import STEP_FIELDS, step_columns, step_mapping
 from store import trajectories as trajectories_repo
 from store.models import Step
+from store.trajectory_reader import StoredStep, read_step_records
 from tests.factories import add_trajectory, make_db
 
 
@@ -92,8 +92,9 @@ def test_columns_and_mapping_round_trip_through_a_stored_step(database_url: str)
                     for i, step in enumerate([FULL, PLAIN])
                 ],
             )
+            trajectories_repo.update_trajectory(s, pk, step_count=2)  # as ingest does: readers show counted steps
         with db.read() as s:
-            stored = list(s.scalars(select(Step).where(Step.trajectory_pk == pk).order_by(Step.index)))
+            stored = read_step_records(s, "mem", None, [pk], StoredStep)[pk]
         assert [step_mapping(row) for row in stored] == [{"index": 0, **FULL_MAPPING}, {"index": 1, **PLAIN_MAPPING}]
         assert list(step_mapping(stored[0])) == ["index", *STEP_FIELDS]
     finally:

@@ -14,6 +14,7 @@ from domain.errors import InvalidInput
 M = TypeVar("M", bound=BaseModel)
 
 MAX_TEXT = 2000
+MAX_CURSOR = 400  # the server's cursors are short: base64 of a key, or of a value and a key
 
 
 class Fields:
@@ -29,6 +30,10 @@ class Fields:
         if len(value) > max_length:
             raise InvalidInput(f"{name}: at most {max_length} characters", field=name, rule="max_length")
         return value
+
+    def cursor(self) -> str | None:
+        """A list page's `cursor` (the previous page's next_cursor)."""
+        return self.text("cursor", max_length=MAX_CURSOR)
 
     def choice(self, name: str, choices: Sequence[str]) -> str | None:
         value = self.text(name)

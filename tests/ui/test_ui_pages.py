@@ -96,6 +96,9 @@ def test_bad_filters_are_a_422_naming_the_field(world: UiWorld) -> None:
         r = web.get(url)
         assert r.status_code == 422, url
         assert f"<code>{field}</code>" in r.text, url
+    for page in ("reflections", "trajectories", "retrievals", "review", "jobs", "settings"):
+        r = web.get(f"/ui/ns/mem/{page}?cursor=" + "x" * 401)  # refused for its length, before it is decoded
+        assert r.status_code == 422 and "rule: <code>max_length</code>" in r.text, page
 
 
 def test_lists_page_with_a_cursor(database_url: str, tmp_path: Path) -> None:

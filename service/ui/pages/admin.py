@@ -81,7 +81,7 @@ def _settings_page(
 ) -> Response:
     f = Fields(request.query_params)
     changes, next_cursor = services.namespaces.setting_history(
-        session.principal, ns, cursor=f.text("cursor", max_length=400), limit=services.settings.ui.page_size
+        session.principal, ns, cursor=f.cursor(), limit=services.settings.ui.page_size
     )
     context = {"ns": ns, "text": text, "changes": changes, "next_cursor": next_cursor, "params": f.given(("cursor",))}
     return render(request, "settings.html", {**context, **extra}, status_code=status_code)

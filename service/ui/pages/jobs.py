@@ -23,7 +23,7 @@ def jobs(request: Request, ns: Ns, session: UiSessionDep, services: ServicesDep)
         ns,
         status="failed",
         kind=kind,
-        cursor=f.text("cursor", max_length=400),
+        cursor=f.cursor(),
         limit=services.settings.ui.page_size,
     )
     queue = services.overview.queue(session.principal, ns)

@@ -74,7 +74,7 @@ def reflections(request: Request, ns: Ns, session: UiSessionDep, services: Servi
         )
         context["search_statuses"] = statuses
     else:
-        cursor = f.text("cursor", max_length=400)
+        cursor = f.cursor()
         page = services.reflections.list(
             session.principal,
             ns,

@@ -21,7 +21,7 @@ def retrievals(request: Request, ns: Ns, session: UiSessionDep, services: Servic
         session.principal,
         ns,
         trajectory_id=f.text("trajectory_id", max_length=128),
-        cursor=f.text("cursor", max_length=400),
+        cursor=f.cursor(),
         limit=services.settings.ui.page_size,
     )
     return render(request, "retrievals.html", {"ns": ns, "page": page, "params": f.given(("trajectory_id", "cursor"))})

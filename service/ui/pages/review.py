@@ -45,7 +45,7 @@ def review(request: Request, ns: Ns, session: UiSessionDep, services: ServicesDe
         session.principal,
         ns,
         filters=_filters(f),
-        cursor=f.text("cursor", max_length=400),
+        cursor=f.cursor(),
         limit=services.settings.ui.page_size,
     )
     focus = min(f.integer("focus") or 0, max(len(page.entries) - 1, 0))
@@ -72,7 +72,7 @@ def review(request: Request, ns: Ns, session: UiSessionDep, services: ServicesDe
 def _back(ns: str, f: Fields, **extra: object) -> Response:
     """Back to the same place in the same filtered queue: the decided items have
     left it, so the next one now sits where the first was."""
-    params = {**f.given(FILTERS), "cursor": f.text("cursor", max_length=400), "focus": f.integer("focus"), **extra}
+    params = {**f.given(FILTERS), "cursor": f.cursor(), "focus": f.integer("focus"), **extra}
     query = urlencode({k: v for k, v in params.items() if v not in (None, "")})
     return redirect(ns_url(ns, "review") + (f"?{query}" if query else ""))
 

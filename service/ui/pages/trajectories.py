@@ -35,7 +35,7 @@ def trajectories(request: Request, ns: Ns, session: UiSessionDep, services: Serv
         session.principal,
         ns,
         filters,
-        cursor=f.text("cursor", max_length=400),
+        cursor=f.cursor(),
         limit=services.settings.ui.page_size,
         include_steps=False,
     )

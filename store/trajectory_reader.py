@@ -36,11 +36,10 @@ ROLLOUT_FIELDS: tuple[str, ...] = ("rollout_logprobs", "rollout_token_ids")
 
 
 @dataclass(frozen=True)
-class StoredStep:
-    """A step as stored, every field, by its stored name (`observation` and
-    `state_data` are the API's `state.observation` and `state.data`; `metadata` is
-    the column the ORM calls `metadata_`): what the API shows and reflectors read.
-    Its fields between `index` and `created_at` are STEP_FIELDS, in the order shown."""
+class StepContent:
+    """What a prompt or a context shows of a step, by its stored names
+    (`observation` and `state_data` are the API's `state.observation` and
+    `state.data`)."""
 
     index: int
     observation: str
@@ -53,6 +52,14 @@ class StoredStep:
     done: bool
     truncated: bool
     caused_failure: bool
+
+
+@dataclass(frozen=True)
+class StoredStep(StepContent):
+    """A step as stored, every field (`metadata` is the column the ORM calls
+    `metadata_`): what the API shows and reflectors read. Its fields between `index`
+    and `created_at` are STEP_FIELDS, in the order shown."""
+
     policy_version: str | None  # the step's own (null: the trajectory's applies)
     rollout_logprobs: list[float] | None
     rollout_token_ids: list[int] | None

@@ -22,7 +22,10 @@ from domain.hashing import task_hash as hash_task
 from store import trajectory_reader as reader
 from store.records import record_columns
 from store.snapshots import evidence_view, reflection_view
-from store.trajectory_reader import TrajectoryFilter
+from store.trajectory_reader import StepContent, TrajectoryFilter
+
+# What a context shows of a step (read without its per-token arrays).
+StepRecord = StepContent
 
 
 @dataclass(frozen=True)
@@ -40,21 +43,6 @@ class TrajectoryRecord:
     failure_reason: str | None
     step_count: int
     created_at: datetime
-
-
-@dataclass(frozen=True)
-class StepRecord:
-    index: int
-    observation: str
-    state_data: Any
-    internal_state: str | None
-    action: Any
-    result: str | None
-    error: str | None
-    reward: float | None
-    done: bool
-    truncated: bool
-    caused_failure: bool
 
 
 @dataclass(frozen=True)

@@ -59,7 +59,7 @@ from bench.advantages.teacher import (
 )
 from bench.advantages.workload import CASES, Case, Shape, binary_body, request_body, rollouts, trajectory_tokens
 from bench.common.api import NAMESPACE, headers
-from bench.common.cli import reproduce_command, suite_parser
+from bench.common.cli import Sizes, reproduce_command, suite_parser
 from bench.common.cpu import CpuSample, CpuUse, wait_for_quiet
 from bench.common.databases import databases
 from bench.common.machine import MachineFacts
@@ -87,6 +87,13 @@ FULL = Config(Shape(8, 8, 2048, 8), 7, TeacherShape(64, 128, 256), 5, 10.0)
 QUICK = Config(Shape(8, 8, 512, 4), 3, TeacherShape(16, 128, 128), 2, 2.0)
 # Seconds: shows that every part runs (tests/bench); the numbers mean little.
 SMOKE = Config(Shape(2, 4, 64, 2), 2, TeacherShape(4, 8, 8), 1, 0.5)
+SIZES = Sizes(
+    FULL,
+    QUICK,
+    SMOKE,
+    quick_help="512 tokens per trajectory, 3 repetitions: seconds",
+    smoke_help="tiny: seconds, for tests/bench",
+)
 
 
 def _http(client: httpx.Client, pid: int, raw: bytes, media_type: str) -> tuple[HttpRun, bytes]:
@@ -203,17 +210,9 @@ def run(cfg: Config, command: str, small: bool) -> Report:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = suite_parser(
-        "advantages",
-        __doc__,
-        SECTION,
-        quick="512 tokens per trajectory, 3 repetitions: seconds",
-        smoke="tiny: seconds, for tests/bench",
-        out="The summary is always printed.",
-    )
+    parser = suite_parser("advantages", __doc__, SECTION, SIZES, out="The summary is always printed.")
     args = parser.parse_args(argv)
-    cfg = SMOKE if args.smoke else QUICK if args.quick else FULL
-    report = run(cfg, reproduce_command(parser, args), args.quick or args.smoke)
+    report = run(SIZES.pick(args), reproduce_command(parser, args), args.quick or args.smoke)
     progress(f"  done in {report.wall_s / 60:.1f} min")
     markdown = render_markdown(report)
     write_outputs(args.out, SECTION, asdict(report), markdown)

@@ -10,7 +10,7 @@ from bench.advantages.inprocess import FORMATS, STAGE_LABELS, Stages
 from bench.advantages.workload import HORIZONS, OPD_NAME
 from bench.common.cpu import BUSY_OTHER_PCT
 from bench.common.latency import percentile
-from bench.common.report import opening
+from bench.common.report import Table, opening
 
 if TYPE_CHECKING:
     from bench.advantages.results import CaseResult, FormatResult, Report, TeacherResult
@@ -56,62 +56,62 @@ def _rows(report: Report) -> list[tuple[CaseResult, str, FormatResult]]:
 
 def _http_table(report: Report) -> list[str]:
     s = report.config["shape"]
-    lines = [
-        "| method | body | trajectories × tokens | request MB | response MB | HTTP ms p50 (spread) | tokens/s "
-        "| server CPU | other CPU | in-process app ms | floor ms (numpy + orjson) | **HTTP ÷ floor** | HTTP ÷ numpy |",
-        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
-    ]
+    table = Table(
+        "method | body | trajectories × tokens | request MB | response MB | HTTP ms p50 (spread) | tokens/s "
+        "| server CPU | other CPU | in-process app ms | floor ms (numpy + orjson) | **HTTP ÷ floor** | HTTP ÷ numpy",
+        "lll" + "r" * 10,
+    )
     for c, name, f in _rows(report):
         other = p50([h.cpu.other_pct for h in f.http])
         busy = " ⚠" if other > BUSY_OTHER_PCT else ""
         http = http_p50(f)
-        lines.append(
-            f"| {c.case.label}{busy} | {FORMAT_LABELS[name]} | {s['groups'] * s['group']} × {s['tokens']:,} "
+        table.row(
+            f"{c.case.label}{busy} | {FORMAT_LABELS[name]} | {s['groups'] * s['group']} × {s['tokens']:,} "
             f"| {f.request_bytes / 1e6:.1f} | {f.response_bytes / 1e6:.1f} | {_spread([h.seconds for h in f.http])} "
             f"| {_tokens(report) / http:,.0f} | {p50([h.cpu.server_pct for h in f.http]):.0f} % "
             f"| {other:.0f} % | {_ms(p50(f.app_s))} | {_ms(floor_p50(c))} "
-            f"| **{http / floor_p50(c):.2f}×** | {http / numpy_p50(c):.1f}× |"
+            f"| **{http / floor_p50(c):.2f}×** | {http / numpy_p50(c):.1f}×"
         )
-    return lines
+    return table.lines
 
 
 def _stages_table(report: Report) -> list[str]:
     names = [f.name for f in fields(Stages)]
-    lines = [
-        "| method | body | " + " | ".join(STAGE_LABELS[n] for n in names) + " | sum | of it decode + encode "
-        "| in-process app | in-process app ÷ floor | HTTP | HTTP − app (uvicorn, loopback) |",
-        "|---|---|" + "---:|" * (len(names) + 6),
-    ]
+    table = Table(
+        "method | body | " + " | ".join(STAGE_LABELS[n] for n in names) + " | sum | of it decode + encode "
+        "| in-process app | in-process app ÷ floor | HTTP | HTTP − app (uvicorn, loopback)",
+        "ll" + "r" * (len(names) + 6),
+    )
     for c, name, f in _rows(report):
         total = p50([st.total_s for st in f.stages])
         app, http = p50(f.app_s), http_p50(f)
         cells = " | ".join(_ms(p50([getattr(st, n) for st in f.stages])) for n in names)
-        lines.append(
-            f"| {c.case.label} | {FORMAT_LABELS[name]} | {cells} | **{_ms(total)}** "
+        table.row(
+            f"{c.case.label} | {FORMAT_LABELS[name]} | {cells} | **{_ms(total)}** "
             f"| {p50([st.json_s / st.total_s for st in f.stages]):.0%} | {_ms(app)} | {app / floor_p50(c):.2f}× "
-            f"| {_ms(http)} | {_ms(http - app)} |"
+            f"| {_ms(http)} | {_ms(http - app)}"
         )
-    return lines
+    return table.lines
 
 
 def _floor_table(report: Report) -> list[str]:
-    lines = [
-        "| method | concat ms | needs + compute ms | numpy ms | orjson decode request ms | orjson encode answer ms "
+    table = Table(
+        "method | concat ms | needs + compute ms | numpy ms | orjson decode request ms | orjson encode answer ms "
         "| JSON ms | floor ms | numpy tokens/s | JSON HTTP ÷ floor | binary HTTP ÷ floor | binary HTTP ÷ numpy "
-        "| max abs(floor − server) |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
-    ]
+        "| max abs(floor − server)",
+        "l" + "r" * 12,
+    )
     for c in report.cases:
         f = c.floors
         by_json, by_binary = http_p50(c.formats["json"]), http_p50(c.formats["binary"])
-        lines.append(
-            f"| {c.case.label} | {_ms(p50([x.concat_s for x in f]))} | {_ms(p50([x.compute_s for x in f]))} "
+        table.row(
+            f"{c.case.label} | {_ms(p50([x.concat_s for x in f]))} | {_ms(p50([x.compute_s for x in f]))} "
             f"| {_ms(numpy_p50(c))} | {_ms(p50([x.decode_s for x in f]))} | {_ms(p50([x.encode_s for x in f]))} "
             f"| {_ms(p50([x.json_s for x in f]))} | {_ms(floor_p50(c))} | {_tokens(report) / numpy_p50(c):,.0f} "
             f"| {by_json / floor_p50(c):.2f}× | {by_binary / floor_p50(c):.2f}× | {by_binary / numpy_p50(c):.1f}× "
-            f"| {c.max_abs_diff:g} |"
+            f"| {c.max_abs_diff:g}"
         )
-    return lines
+    return table.lines
 
 
 def teacher_numbers(t: TeacherResult) -> dict[str, float]:
@@ -129,22 +129,22 @@ def teacher_numbers(t: TeacherResult) -> dict[str, float]:
 
 
 def _teacher_table(report: Report) -> list[str]:
-    lines = [
-        "| contexts | items × continuation tokens | context tokens / item | scoring calls | ours ms p50 (spread) "
+    table = Table(
+        "contexts | items × continuation tokens | context tokens / item | scoring calls | ours ms p50 (spread) "
         "| server total_ms | endpoint_ms | tokenize_ms | overhead ms (ours − endpoint) | overhead ms / item "
-        "| ours ÷ endpoint | direct to the endpoint ms | ours ÷ direct |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
-    ]
+        "| ours ÷ endpoint | direct to the endpoint ms | ours ÷ direct",
+        "ll" + "r" * 11,
+    )
     for t in report.teacher:
         r0, n = t.runs[0], teacher_numbers(t)
-        lines.append(
-            f"| {t.contexts} | {r0.items} × {r0.scored_tokens // r0.items} | {r0.prompt_tokens / r0.items:,.0f} "
+        table.row(
+            f"{t.contexts} | {r0.items} × {r0.scored_tokens // r0.items} | {r0.prompt_tokens / r0.items:,.0f} "
             f"| {r0.requests} | {_spread([r.seconds for r in t.runs])} | {p50([r.total_ms for r in t.runs]):,.0f} "
             f"| {n['endpoint_ms']:,.0f} | {p50([r.tokenize_ms for r in t.runs]):,.1f} | {n['overhead_ms']:,.0f} "
             f"| {n['per_item_ms']:.2f} | {n['ratio']:.2f}× | {n['direct_ms']:,.0f} "
-            f"| {n['ours_ms'] / n['direct_ms']:.2f}× |"
+            f"| {n['ours_ms'] / n['direct_ms']:.2f}×"
         )
-    return lines
+    return table.lines
 
 
 def verdicts(report: Report) -> list[str]:

@@ -1,21 +1,42 @@
-"""The command line every benchmark suite shares: its parser (`--quick` or `--smoke`,
-and `--out`), and the command that reproduces a run, which each report prints."""
+"""The command line every benchmark suite shares: its sizes (the full config, and the
+smaller ones `--quick` and `--smoke` pick), its parser (those options and `--out`),
+and the command that reproduces a run, which each report prints."""
 
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
 
 from bench.common.output import add_out_option
 
+C = TypeVar("C")
 
-def suite_parser(suite: str, doc: str, section: str, *, quick: str, smoke: str, out: str) -> argparse.ArgumentParser:
+
+@dataclass(frozen=True)
+class Sizes(Generic[C]):
+    """A suite's configs: the full one (no size option), `--quick`'s and `--smoke`'s, and
+    what each smaller one is (its option's help), written next to them."""
+
+    full: C
+    quick: C
+    smoke: C
+    quick_help: str
+    smoke_help: str
+
+    def pick(self, args: argparse.Namespace) -> C:
+        """The config the parsed size option asks for."""
+        return self.smoke if args.smoke else self.quick if args.quick else self.full
+
+
+def suite_parser(suite: str, doc: str, section: str, sizes: Sizes[Any], *, out: str) -> argparse.ArgumentParser:
     """The parser of `python -m bench.<suite>`: the first paragraph of `doc` as its
-    description, `--quick` and `--smoke` (one at most; each helped by its text) and
-    `--out` (`out` says what happens without one)."""
+    description, `--quick` and `--smoke` (one at most; each helped by what `sizes` says
+    of it) and `--out` (`out` says what happens without one)."""
     parser = argparse.ArgumentParser(prog=f"python -m bench.{suite}", description=doc.split("\n\n")[0])
     size = parser.add_mutually_exclusive_group()
-    size.add_argument("--quick", action="store_true", help=quick)
-    size.add_argument("--smoke", action="store_true", help=smoke)
+    size.add_argument("--quick", action="store_true", help=sizes.quick_help)
+    size.add_argument("--smoke", action="store_true", help=sizes.smoke_help)
     add_out_option(parser, section, out)
     return parser
 

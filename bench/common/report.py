@@ -1,6 +1,6 @@
 """What the suites' reports share: the facts a report records of its run first, the
 opening lines of every suite's markdown section (title, reproducing command, machine),
-and the summary a suite prints of its verdicts."""
+its tables, and the summary a suite prints of its verdicts."""
 
 from __future__ import annotations
 
@@ -46,3 +46,21 @@ def opening(title: str, run: TimedRun, sizes: str, more: str = "") -> list[str]:
 def summary(suite: str, verdicts: list[str]) -> str:
     """What a suite prints when it is done: its verdicts under its name."""
     return "\n".join([f"bench.{suite}:", *verdicts])
+
+
+class Table:
+    """A markdown table, written row by row: the header's cells and each row's are
+    separated by `|` (the outer bars are added); `align` has a letter a column, `l`
+    (left) or `r` (right, the numbers). A row with another number of cells than the
+    header is refused here rather than rendered ragged."""
+
+    def __init__(self, header: str, align: str) -> None:
+        self.columns = header.count("|") + 1
+        if len(align) != self.columns or not set(align) <= {"l", "r"}:
+            raise ValueError(f"align {align!r} for {self.columns} columns: {header}")
+        self.lines = [f"| {header} |", "|" + "".join("---:|" if a == "r" else "---|" for a in align)]
+
+    def row(self, cells: str) -> None:
+        if cells.count("|") + 1 != self.columns:
+            raise ValueError(f"{cells.count('|') + 1} cells for {self.columns} columns: {cells}")
+        self.lines.append(f"| {cells} |")

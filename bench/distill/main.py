@@ -47,7 +47,7 @@ import httpx
 from sqlalchemy.engine import make_url
 
 from bench.common.api import NAMESPACE, headers
-from bench.common.cli import reproduce_command, suite_parser
+from bench.common.cli import Sizes, reproduce_command, suite_parser
 from bench.common.cpu import wait_for_quiet
 from bench.common.databases import Databases, databases
 from bench.common.machine import MachineFacts
@@ -89,6 +89,13 @@ FULL = Config(Shape(1000, 20, 100, 10, batch=64, group=8, batches=5, warm=16), 2
 QUICK = Config(Shape(120, 20, 30, 6, batch=64, group=8, batches=2, warm=8), 1, 2.0, 600.0)
 # Seconds: shows that every part runs (tests/bench); the numbers mean little.
 SMOKE = Config(Shape(24, 5, 6, 3, batch=8, group=4, batches=1, warm=4), 1, 0.5, 120.0)
+SIZES = Sizes(
+    FULL,
+    QUICK,
+    SMOKE,
+    quick_help="a smaller memory, 2 batches: a few minutes",
+    smoke_help="tiny, SQLite only: seconds, for tests/bench",
+)
 
 
 def _ingest(client: httpx.Client, trajectories: list[Trajectory], batch: int, into: Ingested) -> None:
@@ -221,14 +228,7 @@ def run(cfg: Config, backends: list[str], command: str, small: bool) -> Report:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = suite_parser(
-        "distill",
-        __doc__,
-        SECTION,
-        quick="a smaller memory, 2 batches: a few minutes",
-        smoke="tiny, SQLite only: seconds, for tests/bench",
-        out="The summary is always printed.",
-    )
+    parser = suite_parser("distill", __doc__, SECTION, SIZES, out="The summary is always printed.")
     parser.add_argument(
         "--backend", action="append", choices=["sqlite", "postgres"], help="this backend (repeatable); default sqlite"
     )
@@ -236,7 +236,7 @@ def main(argv: list[str] | None = None) -> int:
     backends = args.backend or ["sqlite"]
     if args.smoke:
         backends = ["sqlite"]
-    cfg = SMOKE if args.smoke else QUICK if args.quick else FULL
+    cfg = SIZES.pick(args)
     command = reproduce_command(parser, args, *(f" --backend {b}" for b in args.backend or []))
     report = run(cfg, backends, command, args.quick or args.smoke)
     progress(f"  done in {report.wall_s / 60:.1f} min")

@@ -6,7 +6,7 @@ import statistics
 from typing import TYPE_CHECKING
 
 from bench.common.cpu import BUSY_OTHER_PCT
-from bench.common.report import opening
+from bench.common.report import Table, opening
 from bench.distill.http_runs import TEACHERS
 from service.distill.contexts.schemas import TeacherSpec
 
@@ -36,51 +36,51 @@ def floor_p50(r: BackendResult) -> float:
 
 
 def _setup_table(report: Report) -> list[str]:
-    lines = [
-        "| backend | background trajectories (steps) | ingest s | reflection jobs | drain s | reflections after "
+    table = Table(
+        "backend | background trajectories (steps) | ingest s | reflection jobs | drain s | reflections after "
         "the drain | rollout trajectories (steps) | snapshot s | rows copied: reflections / embeddings / evidence "
-        "/ trajectories |",
-        "|---|---:|---:|---:|---:|---|---:|---:|---:|",
-    ]
+        "/ trajectories",
+        "lrrrrlrrr",
+    )
     for r in report.results:
         kinds = ", ".join(f"{k} {n:,}" for k, n in sorted(r.drain.reflections.items()))
         c = r.snapshot.copied
-        lines.append(
-            f"| {r.backend} | {r.background.trajectories:,} ({r.background.steps:,}) | {r.background.seconds:.1f} "
+        table.row(
+            f"{r.backend} | {r.background.trajectories:,} ({r.background.steps:,}) | {r.background.seconds:.1f} "
             f"| {r.drain.jobs:,} | {r.drain.drain_s:.1f} | {kinds} | {r.rollouts.trajectories:,} "
             f"({r.rollouts.steps:,}) | {r.snapshot.seconds:.2f} | {c.get('reflections', 0):,} / "
-            f"{c.get('embeddings', 0):,} / {c.get('evidence', 0):,} / {c.get('trajectories', 0):,} |"
+            f"{c.get('embeddings', 0):,} / {c.get('evidence', 0):,} / {c.get('trajectories', 0):,}"
         )
-    return lines
+    return table.lines
 
 
 def _contexts_table(report: Report) -> list[str]:
     applicable = " | ".join(f"{k} applied" for k in TEACHER_KEYS)
-    lines = [
-        f"| backend | batch | trajectories | steps | contexts | s | steps/s | contexts/s | response MB | server CPU "
-        f"| other CPU | {applicable} | memory items/step | floor s | ours / floor |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|" + "---:|" * len(TEACHER_KEYS) + "---:|---:|---:|",
-    ]
+    table = Table(
+        f"backend | batch | trajectories | steps | contexts | s | steps/s | contexts/s | response MB | server CPU "
+        f"| other CPU | {applicable} | memory items/step | floor s | ours / floor",
+        "ll" + "r" * (12 + len(TEACHER_KEYS)),
+    )
     for r in report.results:
         rows = [*zip(r.contexts, r.floors, strict=True), (r.repeat, r.repeat_floor)]
         for c, f in rows:
             busy = " ⚠" if c.cpu.other_pct > BUSY_OTHER_PCT else ""
             shares = " | ".join(f"{c.applicable.get(k, 0) / c.steps:.0%}" for k in TEACHER_KEYS)
-            lines.append(
-                f"| {r.backend} | {c.label}{busy} | {c.trajectories} | {c.steps:,} | {c.contexts:,} | {c.seconds:.2f} "
+            table.row(
+                f"{r.backend} | {c.label}{busy} | {c.trajectories} | {c.steps:,} | {c.contexts:,} | {c.seconds:.2f} "
                 f"| {c.steps_per_s:,.0f} | {c.contexts_per_s:,.0f} | {c.response_bytes / 1e6:.1f} "
                 f"| {c.cpu.server_pct:.0f} % | {c.cpu.other_pct:.0f} % | {shares} "
-                f"| {c.memory_items / c.steps:.1f} | {f.total_s:.2f} | {_pct(f.total_s / c.seconds)} |"
+                f"| {c.memory_items / c.steps:.1f} | {f.total_s:.2f} | {_pct(f.total_s / c.seconds)}"
             )
         p50, lo, hi = contexts_p50(r)
         c0 = r.contexts[0]
-        lines.append(
-            f"| {r.backend} | **p50 of {len(r.contexts)}** (spread) | {c0.trajectories} | {c0.steps:,} "
+        table.row(
+            f"{r.backend} | **p50 of {len(r.contexts)}** (spread) | {c0.trajectories} | {c0.steps:,} "
             f"| {c0.contexts:,} | **{p50:.2f}** ({lo:.2f}–{hi:.2f}) | {c0.steps / p50:,.0f} "
             f"| **{c0.contexts / p50:,.0f}** | | | |" + " |" * len(TEACHER_KEYS) + f" | {floor_p50(r):.2f} "
-            f"| **{_pct(floor_p50(r) / p50)}** |"
+            f"| **{_pct(floor_p50(r) / p50)}**"
         )
-    return lines
+    return table.lines
 
 
 def warm_p50(r: BackendResult) -> tuple[float, float, float]:
@@ -91,59 +91,59 @@ def warm_p50(r: BackendResult) -> tuple[float, float, float]:
 
 
 def _forms_table(report: Report) -> list[str]:
-    lines = [
-        "| backend | batch | default s | MB | parts s | MB | parts bytes / default | floor s | ours / floor, default "
-        "| ours / floor, parts |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
-    ]
+    table = Table(
+        "backend | batch | default s | MB | parts s | MB | parts bytes / default | floor s | ours / floor, default "
+        "| ours / floor, parts",
+        "ll" + "r" * 8,
+    )
     for r in report.results:
         for c, p, f in zip(r.again, r.parts, r.warm_floors, strict=True):
-            lines.append(
-                f"| {r.backend} | {c.label} | {c.seconds:.2f} | {c.response_bytes / 1e6:.1f} | {p.seconds:.2f} "
+            table.row(
+                f"{r.backend} | {c.label} | {c.seconds:.2f} | {c.response_bytes / 1e6:.1f} | {p.seconds:.2f} "
                 f"| {p.response_bytes / 1e6:.1f} | {_pct(p.response_bytes / c.response_bytes)} | {f.total_s:.2f} "
-                f"| {_pct(f.total_s / c.seconds)} | {_pct(f.total_s / p.seconds)} |"
+                f"| {_pct(f.total_s / c.seconds)} | {_pct(f.total_s / p.seconds)}"
             )
         if r.parts:
             d, p50, fl = warm_p50(r)
-            lines.append(
-                f"| {r.backend} | **p50 of {len(r.parts)}** | {d:.2f} | | **{p50:.2f}** | | | {fl:.2f} "
-                f"| {_pct(fl / d)} | **{_pct(fl / p50)}** |"
+            table.row(
+                f"{r.backend} | **p50 of {len(r.parts)}** | {d:.2f} | | **{p50:.2f}** | | | {fl:.2f} "
+                f"| {_pct(fl / d)} | **{_pct(fl / p50)}**"
             )
-    return lines
+    return table.lines
 
 
 def _floor_table(report: Report) -> list[str]:
-    lines = [
-        "| backend | batch | steps | query texts (cache hits incl.) | reads s | encode s | exact search s "
-        "| candidate reads s | candidate rows | total s | steps/s | contexts/s |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
-    ]
+    table = Table(
+        "backend | batch | steps | query texts (cache hits incl.) | reads s | encode s | exact search s "
+        "| candidate reads s | candidate rows | total s | steps/s | contexts/s",
+        "ll" + "r" * 10,
+    )
     for r in report.results:
         for c, f in [*zip(r.contexts, r.floors, strict=True), (r.repeat, r.repeat_floor)]:
-            lines.append(
-                f"| {r.backend} | {c.label} | {f.steps:,} | {f.texts:,} | {f.reads_s:.3f} | {f.encode_s:.2f} "
+            table.row(
+                f"{r.backend} | {c.label} | {f.steps:,} | {f.texts:,} | {f.reads_s:.3f} | {f.encode_s:.2f} "
                 f"| {f.search_s:.3f} | {f.candidates_s:.3f} | {f.candidate_rows:,} | {f.total_s:.2f} "
-                f"| {f.steps / f.total_s:,.0f} | {f.steps * (1 + len(TEACHERS)) / f.total_s:,.0f} |"
+                f"| {f.steps / f.total_s:,.0f} | {f.steps * (1 + len(TEACHERS)) / f.total_s:,.0f}"
             )
-    return lines
+    return table.lines
 
 
 def _export_table(report: Report) -> list[str]:
-    lines = [
-        "| backend | dataset | format | rows | MB | s | first byte ms | rows/s | MB/s | floor trajectories (steps) "
-        "| floor MB | floor s | ours / floor | server RSS before MB | peak MB | peak − before MB |",
-        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
-    ]
+    table = Table(
+        "backend | dataset | format | rows | MB | s | first byte ms | rows/s | MB/s | floor trajectories (steps) "
+        "| floor MB | floor s | ours / floor | server RSS before MB | peak MB | peak − before MB",
+        "lll" + "r" * 13,
+    )
     for r in report.results:
         for e in r.exports:
             f = r.export_floors[e.dataset]
-            lines.append(
-                f"| {r.backend} | {e.dataset} | {e.format} | {e.rows:,} | {e.bytes / 1e6:.1f} | {e.seconds:.2f} "
+            table.row(
+                f"{r.backend} | {e.dataset} | {e.format} | {e.rows:,} | {e.bytes / 1e6:.1f} | {e.seconds:.2f} "
                 f"| {1000 * e.first_byte_s:.0f} | {e.rows_per_s:,.0f} | {e.mb_per_s:.1f} | {f.trajectories:,} "
                 f"({f.steps:,}) | {f.bytes / 1e6:.1f} | {f.seconds:.2f} | {_pct(f.seconds / e.seconds)} "
-                f"| {e.rss_before_mb:.0f} | {e.rss_peak_mb:.0f} | {e.rss_peak_mb - e.rss_before_mb:+.0f} |"
+                f"| {e.rss_before_mb:.0f} | {e.rss_peak_mb:.0f} | {e.rss_peak_mb - e.rss_before_mb:+.0f}"
             )
-    return lines
+    return table.lines
 
 
 def verdicts(report: Report) -> list[str]:

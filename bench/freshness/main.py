@@ -49,7 +49,7 @@ import httpx
 import numpy as np
 
 from bench.common.api import headers, wait_token
-from bench.common.cli import reproduce_command, suite_parser
+from bench.common.cli import Sizes, reproduce_command, suite_parser
 from bench.common.cpu import wait_for_quiet
 from bench.common.machine import MachineFacts
 from bench.common.output import progress, write_outputs
@@ -94,6 +94,13 @@ FULL = Config(50, 16, 3, (0.1, 0.25, 0.4), 60.0, 0.1, 40, 1, 15.0)
 QUICK = Config(50, 8, 1, (0.25,), 20.0, 0.1, 16, 1, 3.0)
 # Seconds: shows that every part runs (tests/bench); the numbers mean little.
 SMOKE = Config(5, 2, 1, (0.3,), 2.0, 0.1, 3, 1, 0.5)
+SIZES = Sizes(
+    FULL,
+    QUICK,
+    SMOKE,
+    quick_help="one round, one lag level: ~3 minutes",
+    smoke_help="5-step episodes, 3 s window: seconds, for tests/bench",
+)
 
 
 @dataclass
@@ -415,17 +422,9 @@ def _json_default(o: Any) -> Any:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = suite_parser(
-        "freshness",
-        __doc__,
-        SECTION,
-        quick="one round, one lag level: ~3 minutes",
-        smoke="5-step episodes, 3 s window: seconds, for tests/bench",
-        out="The markdown is always printed.",
-    )
+    parser = suite_parser("freshness", __doc__, SECTION, SIZES, out="The markdown is always printed.")
     args = parser.parse_args(argv)
-    cfg = SMOKE if args.smoke else QUICK if args.quick else FULL
-    rep = run(cfg, reproduce_command(parser, args), args.quick or args.smoke)
+    rep = run(SIZES.pick(args), reproduce_command(parser, args), args.quick or args.smoke)
     progress(f"done in {rep.wall_s / 60:.1f} min")
     write_outputs(args.out, SECTION, asdict(rep), render_markdown(rep), _json_default)
     print(render_markdown(rep))

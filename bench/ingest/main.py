@@ -51,7 +51,7 @@ from sqlalchemy.engine import make_url
 from bench.common import pyspy
 from bench.common.agent_states import environment_of, make_trajectory_steps, task_of
 from bench.common.api import NAMESPACE
-from bench.common.cli import reproduce_command, suite_parser
+from bench.common.cli import Sizes, reproduce_command, suite_parser
 from bench.common.cpu import BUSY_OTHER_PCT, CpuSample, CpuUse, wait_for_quiet
 from bench.common.databases import Databases, databases
 from bench.common.latency import percentile
@@ -89,6 +89,13 @@ class Config:
 FULL = Config(warmup_s=3.0, duration_s=15.0, floor_s=8.0)
 QUICK = Config(warmup_s=0.5, duration_s=2.5, floor_s=1.5, quiet_wait_s=2.0, busy_retries=0)
 SMOKE = Config(warmup_s=0.2, duration_s=1.0, floor_s=0.5, variants=4, quiet_wait_s=0.5, busy_retries=0)
+SIZES = Sizes(
+    FULL,
+    QUICK,
+    SMOKE,
+    quick_help="short windows: a smoke run of about a minute",
+    smoke_help="1 s windows, SQLite only: seconds, for tests/bench",
+)
 
 
 @dataclass(frozen=True)
@@ -614,14 +621,7 @@ def run(cfg: Config, backends: list[str], command: str, quick: bool, profile_dir
 
 
 def _parse(argv: list[str] | None) -> tuple[argparse.ArgumentParser, argparse.Namespace]:
-    parser = suite_parser(
-        "ingest",
-        __doc__,
-        SECTION,
-        quick="short windows: a smoke run of about a minute",
-        smoke="1 s windows, SQLite only: seconds, for tests/bench",
-        out="Without it the markdown is printed.",
-    )
+    parser = suite_parser("ingest", __doc__, SECTION, SIZES, out="Without it the markdown is printed.")
     parser.add_argument(
         "--patience",
         type=float,
@@ -655,7 +655,7 @@ def main(argv: list[str] | None = None) -> int:
     command = reproduce_command(parser, args, *(f" --backend {b}" for b in args.backend or []))
     if args.profile:
         args.profile.mkdir(parents=True, exist_ok=True)
-    cfg = SMOKE if args.smoke else QUICK if args.quick else FULL
+    cfg = SIZES.pick(args)
     if args.patience is not None:
         cfg = dataclasses.replace(cfg, quiet_wait_s=args.patience)
     report = run(cfg, backends, command, args.quick or args.smoke, args.profile)

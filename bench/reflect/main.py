@@ -27,7 +27,7 @@ from importlib import metadata
 from pathlib import Path
 
 from bench.common import plots
-from bench.common.cli import suite_parser
+from bench.common.cli import Sizes, suite_parser
 from bench.common.databases import databases
 from bench.common.machine import MachineFacts
 from bench.common.output import progress, write_section
@@ -80,6 +80,13 @@ SMOKE = Config(
     probe_every_s=1.0,
     quiet_wait_s=0.5,
 )
+SIZES = Sizes(
+    FULL,
+    QUICK,
+    SMOKE,
+    quick_help="200 trajectories, short lag windows: a smoke run",
+    smoke_help="24 trajectories, 1 setup, SQLite: tests/bench",
+)
 
 
 def _versions() -> dict[str, str]:
@@ -128,12 +135,7 @@ def run(cfg: Config, backends: list[str], command: str, skip_lag: bool) -> Repor
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser = suite_parser(
-        "reflect",
-        __doc__,
-        SECTION,
-        quick="200 trajectories, short lag windows: a smoke run",
-        smoke="24 trajectories, 1 setup, SQLite: tests/bench",
-        out="Plots are written next to the markdown; without one it is printed.",
+        "reflect", __doc__, SECTION, SIZES, out="Plots are written next to the markdown; without one it is printed."
     )
     parser.add_argument("--trajectories", type=int, help="backlog size (default 10000; quick 200)")
     parser.add_argument("--tasks", type=int, help="distinct tasks (default 300)")
@@ -146,7 +148,7 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
 
 
 def _config(args: argparse.Namespace) -> Config:
-    cfg = SMOKE if args.smoke else QUICK if args.quick else FULL
+    cfg = SIZES.pick(args)
     shape = {k: v for k, v in (("trajectories", args.trajectories), ("tasks", args.tasks)) if v}
     if args.environments:
         shape["environments"] = args.environments

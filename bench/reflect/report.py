@@ -6,7 +6,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from bench.common.machine import MachineFacts
-from bench.common.report import opening
+from bench.common.report import Table, opening
 from bench.reflect.drain import DrainResult, IngestResult
 from bench.reflect.floor import FloorResult
 from bench.reflect.lag import LagResult
@@ -34,68 +34,69 @@ class Report:
 
 def _drain_table(rep: Report) -> list[str]:
     floor = rep.floor.trajectories_per_s if rep.floor else float("nan")
-    lines = [
-        "| backend | workers | jobs | drain s | jobs/s | trajectories/s | steps/s | exemplar vectors/s "
-        "| startup s | vs floor | worker CPU | PG CPU | other CPU | failed |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
-    ]
+    table = Table(
+        "backend | workers | jobs | drain s | jobs/s | trajectories/s | steps/s | exemplar vectors/s "
+        "| startup s | vs floor | worker CPU | PG CPU | other CPU | failed",
+        "ll" + "r" * 12,
+    )
     for d in rep.drains:
         pg = f"{d.cpu.postgres_pct:.0f} %" if d.backend == "postgres" else "–"
-        lines.append(
-            f"| {d.backend} | {d.setup.label} | {d.jobs:,} | {d.drain_s:,.1f} | {d.jobs_per_s:,.1f} "
+        table.row(
+            f"{d.backend} | {d.setup.label} | {d.jobs:,} | {d.drain_s:,.1f} | {d.jobs_per_s:,.1f} "
             f"| {d.trajectories_per_s:,.1f} | {d.steps_per_s:,.0f} | {d.vectors / d.drain_s:,.0f} | {d.startup_s:.1f} "
             f"| {d.trajectories_per_s / floor:.0%} | {d.worker_cpu_pct:.0f} % | {pg} | {d.cpu.other_pct:.0f} % "
-            f"| {d.failed} |"
+            f"| {d.failed}"
         )
-    return lines
+    return table.lines
 
 
 def _kinds_table(rep: Report) -> list[str]:
-    lines = ["| backend | workers | job kind | jobs | share of the drain | jobs/s |", "|---|---|---|---:|---:|---:|"]
+    table = Table("backend | workers | job kind | jobs | share of the drain | jobs/s", "lllrrr")
     for d in rep.drains:
         for k in d.kinds:
-            lines.append(
-                f"| {d.backend} | {d.setup.label} | `{k.kind}` | {k.jobs:,} | {k.seconds / d.drain_s:.0%} "
-                f"| {k.per_s:,.1f} |"
+            table.row(
+                f"{d.backend} | {d.setup.label} | `{k.kind}` | {k.jobs:,} | {k.seconds / d.drain_s:.0%} "
+                f"| {k.per_s:,.1f}"
             )
-    return lines
+    return table.lines
 
 
 def _floor_lines(f: FloorResult) -> list[str]:
-    lines = ["| part | seconds | share |", "|---|---:|---:|"]
-    lines += [f"| {part} | {s:,.2f} | {s / f.total_s:.0%} |" for part, s in f.seconds.items()]
-    lines += [
-        f"| **total** | **{f.total_s:,.1f}** | |",
+    table = Table("part | seconds | share", "lrr")
+    for part, s in f.seconds.items():
+        table.row(f"{part} | {s:,.2f} | {s / f.total_s:.0%}")
+    table.row(f"**total** | **{f.total_s:,.1f}** |")
+    return [
+        *table.lines,
         "",
         f"Floor: {f.trajectories:,} trajectories ({f.steps:,} steps, {f.exemplars:,} distinct exemplars, "
         f"{f.texts:,} texts encoded) in {f.total_s:,.1f} s = **{f.trajectories_per_s:,.1f} trajectories/s, "
         f"{f.steps_per_s:,.0f} steps/s**.",
     ]
-    return lines
 
 
 def _lag_table(lag: LagResult) -> list[str]:
-    lines = [
-        "| rate asked /s | achieved /s | trajectories | lag p50 s | p95 s | max s | not done | probe p50 ms "
-        "| probe p95 ms | oldest `trajectory.closed` at end s | oldest other job at end s | sustainable |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
-    ]
+    table = Table(
+        "rate asked /s | achieved /s | trajectories | lag p50 s | p95 s | max s | not done | probe p50 ms "
+        "| probe p95 ms | oldest `trajectory.closed` at end s | oldest other job at end s | sustainable",
+        "r" * 11 + "l",
+    )
     for lv in lag.levels:
         others = max((age for kind, age in lv.oldest_end_s.items() if kind != CLOSED), default=0.0)
-        lines.append(
-            f"| {lv.rate:,.1f} | {lv.achieved_rate:,.1f} | {lv.posted:,} | {lv.lag.p50_ms / 1000:.1f} "
+        table.row(
+            f"{lv.rate:,.1f} | {lv.achieved_rate:,.1f} | {lv.posted:,} | {lv.lag.p50_ms / 1000:.1f} "
             f"| {lv.lag.p95_ms / 1000:.1f} | {lv.lag.max_ms / 1000:.1f} | {lv.not_done} | {lv.probe.p50_ms:,.0f} "
             f"| {lv.probe.p95_ms:,.0f} | {lv.oldest_end_s.get(CLOSED, 0.0):.1f} | {others:.1f} "
-            f"| {'yes' if lv.sustainable else '**no**'} |"
+            f"| {'yes' if lv.sustainable else '**no**'}"
         )
     best = lag.max_sustainable
-    lines += [
+    return [
+        *table.lines,
         "",
         f"Max sustainable rate ({lag.backend}, {lag.setup.label}): "
         + (f"**{best:,.1f} trajectories/s**" if best is not None else "**none of the rates tried**")
         + f" (lag SLO {lag.slo_s:g} s).",
     ]
-    return lines
 
 
 def render_markdown(rep: Report) -> str:

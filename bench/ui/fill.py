@@ -290,6 +290,10 @@ RUBRICS = _Author("rubric", "llm_rubrics", "rubrics.v1", LLM_MODEL, "candidate")
 AUTHORS = (EXEMPLARS, CONTRASTIVE, LLM_HEURISTICS, GOLDEN_NEGATIVES, SKILLS, CARDS, RUBRICS)
 
 
+# A planned reflection's evidence rows: (trajectory index, step_start, step_end, success, value).
+_Evidence = list[tuple[int, int | None, int | None, bool | None, float | None]]
+
+
 @dataclass
 class _Refl:
     """A planned reflection: enough to place it in time and to build its row later."""
@@ -300,8 +304,7 @@ class _Refl:
     task: str | None
     id: str
     build: tuple[Any, ...]  # what its content is made from (kind specific)
-    # evidence: (trajectory index, step_start, step_end, success, value)
-    evidence: list[tuple[int, int | None, int | None, bool | None, float | None]]
+    evidence: _Evidence
     status: str = "active"
     edited: bool = False
     edit_at: float = 0.0
@@ -508,6 +511,22 @@ class _Plan:
     def _latency(self, after: float, low: float, high: float) -> float:
         return min(self.now - 60.0, after + float(self.rng.uniform(low, high)))
 
+    def _environment_reflection(
+        self, author: _Author, env: str, id_: str, build: tuple[Any, ...], evidence: _Evidence, latency: tuple[int, int]
+    ) -> _Refl:
+        """A reflection on an environment (no task), written `latency` (low, high seconds)
+        after the last trajectory of its evidence closed."""
+        latest = max(self.closed[e[0]] for e in evidence)
+        return _Refl(
+            author=author,
+            created=self._latency(latest, *latency),
+            environment=env,
+            task=None,
+            id=id_,
+            build=build,
+            evidence=evidence,
+        )
+
     def _exemplars(self, n: int) -> list[_Refl]:
         rng, out = self.rng, []
         flat = rng.permutation(self.n * STEPS_PER_TRAJECTORY)
@@ -522,7 +541,7 @@ class _Plan:
             if not self._new_id(id_):
                 continue  # the same (state, action) again: the reflector would merge it
             credit, value = self.step_credit(t, j)
-            evidence: list[tuple[int, int | None, int | None, bool | None, float | None]] = [(t, j, j, credit, value)]
+            evidence: _Evidence = [(t, j, j, credit, value)]
             extra = int(rng.choice(3, p=[0.72, 0.2, 0.08]))
             pool = self.env_trajectories[env]
             for t2 in _sample(rng, pool, extra):
@@ -544,7 +563,7 @@ class _Plan:
             )
         return out
 
-    def _step_evidence(self, env: str, k: int) -> list[tuple[int, int | None, int | None, bool | None, float | None]]:
+    def _step_evidence(self, env: str, k: int) -> _Evidence:
         pool = self.env_trajectories[env]
         out = []
         for t in _sample(self.rng, pool, k):
@@ -572,18 +591,8 @@ class _Plan:
             attempts = int(rng.integers(5, 40))
             hits = int(np.clip(np.round(attempts * rng.uniform(0.6, 0.95)), 1, attempts))
             successes, failures = (attempts - hits, hits) if polarity == "avoid" else (hits, attempts - hits)
-            latest = max(self.closed[e[0]] for e in evidence)
-            out.append(
-                _Refl(
-                    author=CONTRASTIVE,
-                    created=self._latency(latest, 30, 900),
-                    environment=env,
-                    task=None,
-                    id=id_,
-                    build=(t, j, polarity, action, successes, failures, int(rng.integers(2, 30))),
-                    evidence=evidence,
-                )
-            )
+            build = (t, j, polarity, action, successes, failures, int(rng.integers(2, 30)))
+            out.append(self._environment_reflection(CONTRASTIVE, env, id_, build, evidence, latency=(30, 900)))
         return out
 
     def _heuristic_words(self, env: str, t: int) -> tuple[str, str, str, str]:
@@ -668,27 +677,15 @@ class _Plan:
                 self.expert[t] = True
             start = int(rng.integers(0, STEPS_PER_TRAJECTORY - 3))
             end = start + int(rng.integers(1, 4))
-            evidence: list[tuple[int, int | None, int | None, bool | None, float | None]] = [
-                (t, start, end, bool(self.success[t]), 1.0)
-            ]
+            evidence: _Evidence = [(t, start, end, bool(self.success[t]), 1.0)]
             votes = int(rng.choice(3, p=[0.5, 0.25, 0.25]))
             for t2 in _sample(rng, self.env_trajectories[env], votes):
                 if t2 != t:
                     s2 = int(rng.integers(0, STEPS_PER_TRAJECTORY - 1))
                     evidence.append((t2, s2, s2 + 1, bool(self.success[t2]), 1.0))
-            latest = max(self.closed[e[0]] for e in evidence)
             author = GOLDEN_NEGATIVES if golden else LLM_HEURISTICS
-            out.append(
-                _Refl(
-                    author=author,
-                    created=self._latency(latest, 20, 1_800),
-                    environment=env,
-                    task=None,
-                    id=id_,
-                    build=(t, trigger, guideline, polarity, tid, start, golden),
-                    evidence=evidence,
-                )
-            )
+            build = (t, trigger, guideline, polarity, tid, start, golden)
+            out.append(self._environment_reflection(author, env, id_, build, evidence, latency=(20, 1_800)))
         return out
 
     def _skills(self, n: int) -> list[_Refl]:
@@ -715,23 +712,13 @@ class _Plan:
                 continue
             start = int(rng.integers(0, STEPS_PER_TRAJECTORY - 4))
             end = start + int(rng.integers(2, 5))
-            evidence: list[tuple[int, int | None, int | None, bool | None, float | None]] = [(t, start, end, True, 1.0)]
+            evidence: _Evidence = [(t, start, end, True, 1.0)]
             votes = int(rng.choice(3, p=[0.5, 0.3, 0.2]))
             for t2 in _sample(rng, won, votes):
                 if t2 != t:
                     evidence.append((t2, start, end, True, 1.0))
-            latest = max(self.closed[e[0]] for e in evidence)
-            out.append(
-                _Refl(
-                    author=SKILLS,
-                    created=self._latency(latest, 20, 1_800),
-                    environment=env,
-                    task=None,
-                    id=id_,
-                    build=(t, name, thing, env in WEB, start),
-                    evidence=evidence,
-                )
-            )
+            build = (t, name, thing, env in WEB, start)
+            out.append(self._environment_reflection(SKILLS, env, id_, build, evidence, latency=(20, 1_800)))
         return out
 
     def _task_runs(self, task: int, latest_only: bool) -> list[int]:

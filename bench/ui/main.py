@@ -32,7 +32,7 @@ from typing import Any
 
 import httpx
 
-from bench.common.cli import reproduce_command, suite_parser
+from bench.common.cli import Sizes, reproduce_command, suite_parser
 from bench.common.databases import databases
 from bench.common.latency import Latency
 from bench.common.machine import MachineFacts
@@ -57,6 +57,7 @@ class Config:
 FULL = Config(1_000_000, 100_000, 30, "onnx")
 QUICK = Config(100_000, 10_000, 10, "onnx")
 SMOKE = Config(4_000, 400, 2, "hashing")  # seconds, no model export (tests/bench)
+SIZES = Sizes(FULL, QUICK, SMOKE, quick_help="100k steps, 10k reflections", smoke_help="tiny: seconds, for tests/bench")
 
 
 @dataclass
@@ -395,17 +396,10 @@ def render_markdown(r: Report) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = suite_parser(
-        "ui",
-        __doc__,
-        SECTION,
-        quick="100k steps, 10k reflections",
-        smoke="tiny: seconds, for tests/bench",
-        out="The table is always printed.",
-    )
+    parser = suite_parser("ui", __doc__, SECTION, SIZES, out="The table is always printed.")
     parser.add_argument("--backend", choices=("sqlite", "postgres"), default="sqlite")
     args = parser.parse_args(argv)
-    cfg = SMOKE if args.smoke else QUICK if args.quick else FULL
+    cfg = SIZES.pick(args)
     backend = f" --backend {args.backend}" if args.backend != "sqlite" else ""
     report = run(cfg, args.backend, reproduce_command(parser, args, backend))
     markdown = render_markdown(report)

@@ -37,7 +37,7 @@ from reflexa import Client
 from reflexa.binary_advantages import ArrayAdvantages
 from reflexa.integrations import verl_advantages as va
 
-from bench.common.cli import reproduce_command, suite_parser
+from bench.common.cli import Sizes, reproduce_command, suite_parser
 from bench.common.databases import databases
 from bench.common.machine import MachineFacts
 from bench.common.output import progress, write_outputs
@@ -63,6 +63,9 @@ class Config:
 FULL = Config(Shape(256, 8, 4096), 2)
 QUICK = Config(Shape(32, 8, 1024), 2)
 SMOKE = Config(Shape(4, 4, 128), 1)
+SIZES = Sizes(
+    FULL, QUICK, SMOKE, quick_help="32 prompts × 8 × 1,024: seconds", smoke_help="tiny: seconds, for tests/bench"
+)
 
 
 @dataclass
@@ -236,17 +239,9 @@ def render_markdown(report: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = suite_parser(
-        "verl_advantages",
-        __doc__,
-        SECTION,
-        quick="32 prompts × 8 × 1,024: seconds",
-        smoke="tiny: seconds, for tests/bench",
-        out="The summary is always printed.",
-    )
+    parser = suite_parser("verl_advantages", __doc__, SECTION, SIZES, out="The summary is always printed.")
     args = parser.parse_args(argv)
-    cfg = SMOKE if args.smoke else QUICK if args.quick else FULL
-    report = run(cfg, reproduce_command(parser, args))
+    report = run(SIZES.pick(args), reproduce_command(parser, args))
     markdown = render_markdown(report)
     write_outputs(args.out, SECTION, report, markdown)
     print(markdown)

@@ -185,6 +185,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 flush=True,
             )
         app.state.services = services
+        try:  # what a killed process of this host journaled but never wrote
+            services.retrieval.log.recover()
+        except Exception:
+            logging.getLogger("reflexa").warning("retrieval log journal not replayed at start", exc_info=True)
         metrics.watch(db, services.embedder, services.registry)
         if settings.worker.in_process:
             services.worker.start()

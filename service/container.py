@@ -26,6 +26,7 @@ from service.operator.overview import OverviewService
 from service.operator.preview import PreviewService
 from service.operator.review import ReviewRuleFactory, ReviewService
 from service.reflections.service import ReflectionService
+from service.retrieval.log import RetrievalLog, journal_directory
 from service.retrieval.service import RetrievalService
 from service.rubrics.service import RubricService
 from service.settings import Settings
@@ -126,11 +127,12 @@ class Services:
         if judge is not None:
             worker.on_close(judge.close)
         snapshots = SnapshotService(db, namespaces, embedder.name)
-        retrieval = RetrievalService(db, namespaces, embedder, registry, checker, snapshots)
+        retrieval_log = RetrievalLog(db, journal_directory(settings.data_dir, db.url))
+        retrieval = RetrievalService(db, namespaces, embedder, registry, checker, snapshots, retrieval_log)
         tasks = TaskService(db, namespaces, snapshots)
         distill = DistillService(db, namespaces, snapshots, retrieval, checker, tasks)
         reflections = ReflectionService(db, namespaces, checker)
-        trajectories = TrajectoryService(db, namespaces, checker, on_enqueue=worker.wake)
+        trajectories = TrajectoryService(db, namespaces, checker, retrieval_log, on_enqueue=worker.wake)
         review_rule = ReviewRuleFactory(settings.ui.review_min_uses, settings.ui.review_renew_after)
         keys = KeyService(db)
         check = CheckService(db, retrieval, checker)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import and_, case, exists, func, insert, select, true, update
@@ -35,6 +36,7 @@ def create_retrieval(
     latency_ms: float | None = None,
     holdouts: Sequence[tuple[int, bool, str]] = (),
     context: str | None = None,
+    created_at: datetime | None = None,
 ) -> None:
     """Log a retrieval, what it served and the context block it rendered (if any):
     items are (reflection pk, rank, score, similarity), holdouts the items put to the
@@ -50,7 +52,7 @@ def create_retrieval(
             "namespace": namespace,
             "query": query,
             "trajectory_id": trajectory_id,
-            "created_at": utcnow(),
+            "created_at": created_at or utcnow(),
             "latency_ms": latency_ms,
             "context": context,
         },
@@ -137,6 +139,19 @@ def list_holdout_counts(
 def read_retrieval(session: Session, namespace: str, id: str) -> Retrieval | None:
     row = session.get(Retrieval, id)
     return row if row is not None and row.namespace == namespace else None
+
+
+def read_logged_ids(session: Session, ids: Sequence[str]) -> set[str]:
+    """Which of these retrieval ids are logged."""
+    return set(session.scalars(select(Retrieval.id).where(Retrieval.id.in_(list(ids))))) if ids else set()
+
+
+def read_live_targets(session: Session, namespaces: set[str], reflection_pks: set[int]) -> tuple[set[str], set[int]]:
+    """Which of these namespaces and reflection pks still exist (a log record written
+    after its answer may name ones deleted meanwhile)."""
+    names = set(session.scalars(select(Namespace.name).where(Namespace.name.in_(sorted(namespaces)))))
+    pks = set(session.scalars(select(Reflection.pk).where(Reflection.pk.in_(sorted(reflection_pks)))))
+    return names, pks
 
 
 def read_served_ids(session: Session, retrieval_id: str) -> set[str]:

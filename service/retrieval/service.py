@@ -2,7 +2,8 @@
 rank, log, render. And outcome credit: what was served earns or loses utility.
 
 No transaction is open while the query is embedded or the index searched; the
-retrieval log is one short write at the end.
+retrieval log is one short write at the end, made after the answer is sent on the
+routes (service/retrieval/log.py).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from service.retrieval import repository as repo
 from service.retrieval.candidates import CandidateSearch, Hits, Query
 from service.retrieval.consistency import wait_for
 from service.retrieval.credit import credit_retrieval
+from service.retrieval.log import LogRecord, RetrievalLog
 from service.retrieval.render import render
 from service.retrieval.schemas import (
     EvidenceRead,
@@ -168,8 +170,10 @@ class RetrievalService:
         registry: IndexRegistry,
         checker: LimitChecker,
         snapshots: SnapshotService,
+        log: RetrievalLog,
     ) -> None:
         self.db = db
+        self.log = log
         self.snapshots = snapshots
         self.pinned = PinnedCache()
         self.namespaces = namespaces
@@ -183,13 +187,25 @@ class RetrievalService:
     def retrieve(self, principal: Principal, ns: str, req: RetrieveRequest) -> RetrieveResponse:
         return self.retrieve_many(principal, ns, [req], field="")[0]
 
-    def retrieve_batch(self, principal: Principal, ns: str, body: RetrieveBatchRequest) -> RetrieveBatchResponse:
+    def retrieve_deferred(
+        self, principal: Principal, ns: str, req: RetrieveRequest
+    ) -> tuple[RetrieveResponse, Callable[[], None]]:
+        """`retrieve` for the route: the log record is journaled, and its database write
+        is returned, to run once the answer is sent (service/retrieval/log.py)."""
+        responses, records = self._retrieve(principal, ns, [req], field="")
+        return responses[0], self.log.defer(records)
+
+    def retrieve_batch(
+        self, principal: Principal, ns: str, body: RetrieveBatchRequest
+    ) -> tuple[RetrieveBatchResponse, Callable[[], None]]:
         """Many states at once (a trainer's rollout group, a batch of agents): one
         encoder call for every text, one index search per (kind, field) for every
         state, one write for every retrieval log; each state keeps its own filters,
-        k and rendering, and gets its own retrieval id."""
+        k and rendering, and gets its own retrieval id. The log is written as
+        `retrieve_deferred`'s is."""
         self.checker.batch_size(len(body.requests), "requests", self.checker.limits.max_batch_retrievals)
-        return RetrieveBatchResponse(results=self.retrieve_many(principal, ns, body.requests, field="requests"))
+        responses, records = self._retrieve(principal, ns, body.requests, field="requests")
+        return RetrieveBatchResponse(results=responses), self.log.defer(records)
 
     def retrieve_many(
         self,
@@ -211,6 +227,24 @@ class RetrievalService:
         of their evidence is excluded; they come back, counts whole, when any
         citation survives, and the caller subtracts the excluded evidence (a merged
         exemplar's statistics are per evidence row). Other kinds are hidden as usual."""
+        responses, records = self._retrieve(
+            principal, ns, reqs, field=field, log=log, holdout=holdout, partial_kinds=partial_kinds
+        )
+        self.log.write_now(records)
+        return responses
+
+    def _retrieve(
+        self,
+        principal: Principal,
+        ns: str,
+        reqs: list[RetrieveRequest],
+        *,
+        field: str,
+        log: bool = True,
+        holdout: bool = True,
+        partial_kinds: frozenset[str] = frozenset(),
+    ) -> tuple[list[RetrieveResponse], list[LogRecord]]:
+        """`retrieve_many`'s answers, and the log records its caller writes."""
         principal.require(Permission.RETRIEVE, ns)
         started = time.perf_counter()
 
@@ -270,27 +304,26 @@ class RetrievalService:
         # The server's time to answer, the consistency wait left out (the UI's latency).
         elapsed_ms = (time.perf_counter() - started) * 1000.0 - sum(waited)
 
-        def write_log(session: Session) -> None:
-            for rid, req, (picked, drawn), context in zip(ids, reqs, served, contexts, strict=True):
-                assert rid is not None
-                query = req.model_dump(mode="json", exclude={"consistency_token", "wait_timeout_ms", "render"})
-                if req.render is not None:
-                    query["render"] = req.render.model_dump(mode="json")
-                retrievals_repo.create_retrieval(
-                    session,
+        records = (
+            []
+            if not logged
+            else [
+                LogRecord(
                     id=rid,
                     namespace=ns,
-                    query=query,
+                    query=_logged_query(req),
                     trajectory_id=req.trajectory_id,
-                    items=[(c.row.pk, rank, c.score, c.similarity) for rank, c in enumerate(picked)],
+                    created_at=utcnow(),
                     latency_ms=round(elapsed_ms, 3),
+                    items=[(c.row.pk, rank, c.score, c.similarity) for rank, c in enumerate(picked)],
                     holdouts=drawn,
                     # the block itself: the items' content may change after serving (edits, merges)
                     context=context,
                 )
-
-        if logged:
-            self.db.run_write(write_log)
+                for rid, req, (picked, drawn), context in zip(ids, reqs, served, contexts, strict=True)
+                if rid is not None
+            ]
+        )
         return [
             RetrieveResponse(
                 retrieval_id=rid,
@@ -300,7 +333,7 @@ class RetrievalService:
                 waited_ms=w,
             )
             for rid, its, context, w in zip(ids, items, contexts, waited, strict=True)
-        ]
+        ], records
 
     def _view(self, ns: str, reqs: list[RetrieveRequest], where: Callable[[int, str], str]) -> _View:
         """What the requests read: the live namespace, or one snapshot (its settings,
@@ -569,6 +602,8 @@ class RetrievalService:
     ) -> RetrievalOutcomeRead:
         principal.require(Permission.RETRIEVE, ns)
         self.checker.json(body.details, "details")
+        # a retrieve answered a moment ago may still be on its way to the database
+        self.log.await_logged(ns, retrieval_ids=[retrieval_id])
 
         def work(session: Session) -> RetrievalOutcomeRead:
             self.namespaces.get_or_404(
@@ -584,6 +619,14 @@ class RetrievalService:
         result = self.db.run_write(work)
         self.namespaces.outcomes_changed(ns)
         return result
+
+
+def _logged_query(req: RetrieveRequest) -> dict[str, object]:
+    """The request as the log keeps it (the wait and its token left out)."""
+    query = req.model_dump(mode="json", exclude={"consistency_token", "wait_timeout_ms", "render"})
+    if req.render is not None:
+        query["render"] = req.render.model_dump(mode="json")
+    return query
 
 
 def _keyed_groups(rows: list[repo.CandidateRow]) -> list[list[int]]:

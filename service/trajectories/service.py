@@ -21,6 +21,7 @@ from service.auth import Permission, Principal
 from service.limits.checks import LimitChecker
 from service.namespaces.service import NamespaceService
 from service.pagination import keyset_page
+from service.retrieval.log import RetrievalLog
 from service.trajectories import ingest
 from service.trajectories.schemas import (
     BatchItemResult,
@@ -50,11 +51,15 @@ class TrajectoryService:
         db: Database,
         namespaces: NamespaceService,
         checker: LimitChecker,
+        retrieval_log: RetrievalLog,
         on_enqueue: Callable[[], None] | None = None,
     ) -> None:
         self.db = db
         self.namespaces = namespaces
         self.checker = checker
+        # closing an episode credits its retrievals: those answered a moment ago may
+        # still be on their way to the database (service/retrieval/log.py)
+        self.retrieval_log = retrieval_log
         # Called after a commit that queued jobs: an in-process worker starts at once.
         self.on_enqueue = on_enqueue or (lambda: None)
 
@@ -77,6 +82,7 @@ class TrajectoryService:
         self.checker.trajectory(body)
         if body.id is None:
             body = body.model_copy(update={"id": uuid.uuid4().hex})
+        self._await_retrievals(ns, [body])
 
         def work(session: Session) -> tuple[TrajectoryWritten, bool]:
             self.namespaces.require(session, ns)
@@ -107,6 +113,7 @@ class TrajectoryService:
                 )
             seen[t.id] = i
             items.append(t)
+        self._await_retrievals(ns, items)
 
         def work(session: Session) -> tuple[BatchWritten, bool]:
             self.namespaces.require(session, ns)
@@ -165,6 +172,20 @@ class TrajectoryService:
                 hooks.trajectory_closed(session, ns, fetched[id_])
         return [(fetched[id_], id_ in pks) for id_ in ids], job_ids
 
+    def _await_retrievals(self, ns: str, items: list[TrajectoryCreate]) -> None:
+        closing = [t for t in items if t.outcome is not None]
+        if closing:
+            self.retrieval_log.await_logged(
+                ns,
+                [rid for t in closing for rid in t.retrieval_ids or ()],
+                trajectory_ids=[t.id for t in closing if t.id is not None],
+            )
+
+    def _stored_retrieval_ids(self, ns: str, id: str) -> list[str]:
+        with self.db.read() as session:
+            traj = repo.read_trajectory(session, ns, id)
+            return list(traj.retrieval_ids or []) if traj is not None else []
+
     @staticmethod
     def _enqueue_closed(session: Session, ns: str, pk: int, id: str) -> int:
         # Once per trajectory: a replay gets the id of the job queued the first time.
@@ -208,6 +229,7 @@ class TrajectoryService:
         principal.require(Permission.TRAJECTORIES_WRITE, ns)
         self.checker.json(outcome.details, "details")
         values = ingest.outcome_values(outcome)
+        self.retrieval_log.await_logged(ns, lambda: self._stored_retrieval_ids(ns, id), trajectory_ids=[id])
 
         def work(session: Session) -> TrajectoryWritten:
             traj = self._get_or_404(session, ns, id, for_update=True)

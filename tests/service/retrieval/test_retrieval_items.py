@@ -43,15 +43,15 @@ def test_built_items_equal_validated_ones_field_by_field(
     post_trajectory(client, "mem", "t2", task="chores", steps=[step(GARDEN, "dig")], outcome={"success": False})
     assert drain(client) >= 2
     retrieval = client.app.state.services.retrieval  # type: ignore[attr-defined]
-    original = retrieval.retrieve_many
+    original = retrieval._retrieve  # what the route and every in-process caller answer with
     built: list[RetrievedItem] = []
 
     def keep(*args: Any, **kw: Any) -> Any:
-        answers = original(*args, **kw)
+        answers, records = original(*args, **kw)
         built.extend(item for answer in answers for item in answer.items)
-        return answers
+        return answers, records
 
-    monkeypatch.setattr(retrieval, "retrieve_many", keep)
+    monkeypatch.setattr(retrieval, "_retrieve", keep)
     for body in (
         {"state": {"observation": KITCHEN}, **thought, "k": 10},  # an exact match
         {"state": {"observation": "A garden with roses."}, "k": 10, "kinds": ["exemplar", "skill", "heuristic"]},

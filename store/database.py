@@ -72,7 +72,12 @@ def _sqlite_engine(url: str, busy_timeout_ms: int) -> Engine:
 
 def dialect_insert(session: Session) -> Callable[..., Any]:
     """The dialect's INSERT (with ON CONFLICT) for the session's database."""
-    return pg_insert if session.get_bind().dialect.name == "postgresql" else sqlite_insert
+    return insert_for(session.get_bind().dialect.name)
+
+
+def insert_for(dialect: str) -> Callable[..., Any]:
+    """The INSERT (with ON CONFLICT) of the dialect named so."""
+    return pg_insert if dialect == "postgresql" else sqlite_insert
 
 
 def _postgres_engine(url: str, pool_size: int, ping_after_idle_s: float) -> Engine:

@@ -62,8 +62,9 @@ class CandidateSearch:
         self.registry = registry
         self.terms = TermCounts()  # which query words the lexical index is searched by
 
-    def embed(self, reqs: list[RetrieveRequest], settings: NamespaceSettings) -> list[Query]:
-        """Every request's texts (state, internal state, task) in one encoder call."""
+    @staticmethod
+    def texts(reqs: list[RetrieveRequest], settings: NamespaceSettings) -> list[dict[str, str]]:
+        """Each request's texts: "state", and "internal" / "task" when it has them."""
         per_request: list[dict[str, str]] = []
         for req in reqs:
             texts = {
@@ -77,6 +78,10 @@ class CandidateSearch:
             if req.task and TASK_KEYED.intersection(req.kinds):
                 texts["task"] = task_query_text(req.task)
             per_request.append(texts)
+        return per_request
+
+    def embed(self, per_request: list[dict[str, str]]) -> list[Query]:
+        """Every request's texts (`texts`) in one encoder call."""
         flat = [text for texts in per_request for text in texts.values()]
         matrix = iter(self.embedder.encode(flat))
         queries = []
@@ -92,6 +97,22 @@ class CandidateSearch:
                 )
             )
         return queries
+
+    def lexical_hits_live(self, ns: str, reqs: list[RetrieveRequest], texts: list[dict[str, str]]) -> list[set[int]]:
+        """Each request's matches in the live lexical index: it needs the texts, not the
+        vectors, so a retrieve runs it while the encoder (which lets go of the GIL)
+        works on the same texts."""
+        with self.db.read() as session:
+            return [
+                self._lexical_hits(
+                    req,
+                    t,
+                    lambda kinds, text, n: lexical_repo.list_lexical_matches(
+                        session, ns, kinds, text, n, keep=lambda words: self.terms.searchable(session, words)
+                    ),
+                )
+                for req, t in zip(reqs, texts, strict=True)
+            ]
 
     @staticmethod
     def wanted(req: RetrieveRequest) -> int:
@@ -139,10 +160,12 @@ class CandidateSearch:
         queries: list[Query],
         *,
         lexical: bool,
+        live_lexical: list[set[int]] | None = None,
         pinned: PinnedMemory | None = None,
     ) -> list[Hits]:
-        """The first search of every request, batched by kind: requests asking for the
-        same kinds are searched together."""
+        """The first search of every request, batched by kind (requests asking for the
+        same kinds are searched together), and with `lexical` its lexical matches: the
+        pinned lexicon's under a snapshot, else `live_lexical` (`lexical_hits_live`)."""
         out: list[Hits] = [(set(), True) for _ in reqs]
         groups: dict[tuple[str, ...], list[int]] = {}
         for i, req in enumerate(reqs):
@@ -155,23 +178,18 @@ class CandidateSearch:
                 out[i] = hit
         if lexical and pinned is not None:
             for i, (req, query) in enumerate(zip(reqs, queries, strict=True)):
-                out[i][0].update(self._lexical_hits(req, query, pinned.lexicon.matches))
+                out[i][0].update(self._lexical_hits(req, query.texts, pinned.lexicon.matches))
         elif lexical:
-            with self.db.read() as session:
-                for i, (req, query) in enumerate(zip(reqs, queries, strict=True)):
-                    out[i][0].update(
-                        self._lexical_hits(
-                            req,
-                            query,
-                            lambda kinds, text, n: lexical_repo.list_lexical_matches(
-                                session, ns, kinds, text, n, keep=lambda words: self.terms.searchable(session, words)
-                            ),
-                        )
-                    )
+            assert live_lexical is not None
+            for i, found_pks in enumerate(live_lexical):
+                out[i][0].update(found_pks)
         return out
 
     def _lexical_hits(
-        self, req: RetrieveRequest, query: Query, matches: Callable[[list[str], str, int], list[tuple[int, float]]]
+        self,
+        req: RetrieveRequest,
+        texts: dict[str, str],
+        matches: Callable[[list[str], str, int], list[tuple[int, float]]],
     ) -> set[int]:
         """The lexical index's best matches of the query's state text (and task text,
         for the task-keyed kinds): candidates a dense search may rank too low."""
@@ -179,7 +197,7 @@ class CandidateSearch:
         found: set[int] = set()
         for keyed in (False, True):
             kinds = [k for k in req.kinds if (k in TASK_KEYED) is keyed]
-            text = query.texts.get("task" if keyed else "state")
+            text = texts.get("task" if keyed else "state")
             if kinds and text:
                 found.update(pk for pk, _ in matches(kinds, text, fetch))
         return found

@@ -12,6 +12,7 @@ import dataclasses
 import time
 import uuid
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -56,6 +57,9 @@ from store.snapshots import SnapshotRef
 from store.vectors.pinned import PinnedCache, PinnedMemory
 
 EVIDENCE_PER_ITEM = 5
+# One per process (threads are made as needed): the live lexical searches that run
+# while a request's texts are encoded.
+_LEXICAL_SEARCHES = ThreadPoolExecutor(max_workers=8, thread_name_prefix="lexical-search")
 
 
 @dataclass(frozen=True)
@@ -274,12 +278,22 @@ class RetrievalService:
         # and only items served as items (`holdout=False`: the pre-action check's statistics).
         holdout_rate = view.settings.credit.holdout_rate if logged and holdout else 0.0
 
-        queries = self.search.embed(reqs, view.settings)
-        # The lexical, candidate and evidence reads share one read transaction (the
-        # query is encoded: nothing slow happens inside).
+        texts = self.search.texts(reqs, view.settings)
+        lexical = view.settings.ranking.lexical_weight > 0
+        # The live lexical index is searched by the texts while the encoder (which lets
+        # go of the GIL) embeds them: a retrieve waits for the longer of the two.
+        pending = (
+            _LEXICAL_SEARCHES.submit(self.search.lexical_hits_live, ns, reqs, texts)
+            if lexical and view.pinned is None
+            else None
+        )
+        queries = self.search.embed(texts)
+        live_lexical = pending.result() if pending is not None else None
+        # The candidate and evidence reads share one read transaction (the query is
+        # encoded: nothing slow happens inside).
         with self.db.one_read():
             first_hits = self.search.first_hits(
-                ns, reqs, queries, lexical=view.settings.ranking.lexical_weight > 0, pinned=view.pinned
+                ns, reqs, queries, lexical=lexical, live_lexical=live_lexical, pinned=view.pinned
             )
             prefetched = self._prefetch(ns, reqs, first_hits, view, partial_kinds) if len(reqs) > 1 else None
             served = [

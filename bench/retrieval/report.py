@@ -351,7 +351,8 @@ def verdicts(rep: Report) -> list[str]:
             f"- HTTP p50 within {AIM_FLOOR_RATIO}x the raw floor at {s.n:,}: "
             f"{'**met**' if ratio <= AIM_FLOOR_RATIO else '**not met**'} ({ratio:.2f}x: {s.miss.p50_ms:.1f} vs "
             f"{s.floor.total.p50_ms:.1f} ms, +{s.miss.p50_ms - s.floor.total.p50_ms:.1f} ms for HTTP, the SQL "
-            "reads (lexical matches, candidates, evidence: one read transaction) and the retrieval-log write; "
+            "reads (candidates and evidence in one read transaction; the lexical matches while the query is "
+            "encoded) and the GIL time of the previous answer's retrieval-log write; "
             f"the floor is {s.floor.encode.p50_ms / s.floor.total.p50_ms:.0%} "
             "query encoding)."
         )

@@ -11,6 +11,7 @@ journal file on the host, and replay the file of a process that is gone.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import logging
 import threading
@@ -165,16 +166,8 @@ class RetrievalLog:
             {pk for r in fresh for pk, *_ in r.items} | {pk for r in fresh for pk, *_ in r.holdouts},
         )
         kept = [
-            LogRecord(
-                r.id,
-                r.namespace,
-                r.query,
-                r.trajectory_id,
-                r.created_at,
-                r.latency_ms,
-                [i for i in r.items if i[0] in pks],
-                [h for h in r.holdouts if h[0] in pks],
-                r.context,
+            dataclasses.replace(
+                r, items=[i for i in r.items if i[0] in pks], holdouts=[h for h in r.holdouts if h[0] in pks]
             )
             for r in fresh
             if r.namespace in names

@@ -318,26 +318,22 @@ class RetrievalService:
         # The server's time to answer, the consistency wait left out (the UI's latency).
         elapsed_ms = (time.perf_counter() - started) * 1000.0 - sum(waited)
 
-        records = (
-            []
-            if not logged
-            else [
-                LogRecord(
-                    id=rid,
-                    namespace=ns,
-                    query=_logged_query(req),
-                    trajectory_id=req.trajectory_id,
-                    created_at=utcnow(),
-                    latency_ms=round(elapsed_ms, 3),
-                    items=[(c.row.pk, rank, c.score, c.similarity) for rank, c in enumerate(picked)],
-                    holdouts=drawn,
-                    # the block itself: the items' content may change after serving (edits, merges)
-                    context=context,
-                )
-                for rid, req, (picked, drawn), context in zip(ids, reqs, served, contexts, strict=True)
-                if rid is not None
-            ]
-        )
+        records = [  # an unlogged read has no retrieval ids
+            LogRecord(
+                id=rid,
+                namespace=ns,
+                query=_logged_query(req),
+                trajectory_id=req.trajectory_id,
+                created_at=utcnow(),
+                latency_ms=round(elapsed_ms, 3),
+                items=[(c.row.pk, rank, c.score, c.similarity) for rank, c in enumerate(picked)],
+                holdouts=drawn,
+                # the block itself: the items' content may change after serving (edits, merges)
+                context=context,
+            )
+            for rid, req, (picked, drawn), context in zip(ids, reqs, served, contexts, strict=True)
+            if rid is not None
+        ]
         return [
             RetrieveResponse(
                 retrieval_id=rid,

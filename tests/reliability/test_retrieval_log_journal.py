@@ -136,47 +136,50 @@ def outcome(server: LiveServer, rid: str) -> httpx.Response:
     )
 
 
-def test_an_outcome_at_another_process_waits_for_the_write(database: str, tmp_path: Path) -> None:
+@pytest.fixture
+def two_servers(database: str, tmp_path: Path) -> Iterator[tuple[LiveServer, LiveServer]]:
+    """A seeded first server and a second one on the same database and data directory."""
     first = start_server(database, tmp_path, log=tmp_path / "first.log")
     second = None
     try:
         seeded(first)
         second = start_server(database, tmp_path, log=tmp_path / "second.log")
-        result: list[httpx.Response] = []
-        with write_lock(database):
-            answer = retrieve(first)
-            os.kill(first.process.pid, signal.SIGSTOP)  # alive, its log write not made
-        try:
-            assert logged(database, answer["retrieval_id"])[0] is None
-            asker = threading.Thread(target=lambda: result.append(outcome(second, answer["retrieval_id"])))
-            asker.start()
-            time.sleep(1.0)
-            assert not result  # not a 404: the second server waits for the first one's write
-        finally:
-            os.kill(first.process.pid, signal.SIGCONT)
-        asker.join(30)
-        assert result[0].status_code == 200 and result[0].json()["credited_items"] >= 1, result[0].text
+        yield first, second
     finally:
         first.stop()
         if second is not None:
             second.stop()
 
 
-def test_an_outcome_at_another_process_replays_a_killed_one_s_journal(database: str, tmp_path: Path) -> None:
-    first = start_server(database, tmp_path, log=tmp_path / "first.log")
-    second = None
+def test_an_outcome_at_another_process_waits_for_the_write(
+    database: str, two_servers: tuple[LiveServer, LiveServer]
+) -> None:
+    first, second = two_servers
+    result: list[httpx.Response] = []
+    with write_lock(database):
+        answer = retrieve(first)
+        os.kill(first.process.pid, signal.SIGSTOP)  # alive, its log write not made
     try:
-        seeded(first)
-        second = start_server(database, tmp_path, log=tmp_path / "second.log")
-        with write_lock(database):
-            answer = retrieve(first)
-            kill(first)
         assert logged(database, answer["retrieval_id"])[0] is None
-        r = outcome(second, answer["retrieval_id"])
-        assert r.status_code == 200 and r.json()["credited_items"] >= 1, r.text
-        row, items = logged(database, answer["retrieval_id"])
-        assert row is not None and items == [(i, item["score"]) for i, item in enumerate(answer["items"])]
+        asker = threading.Thread(target=lambda: result.append(outcome(second, answer["retrieval_id"])))
+        asker.start()
+        time.sleep(1.0)
+        assert not result  # not a 404: the second server waits for the first one's write
     finally:
-        first.stop()
-        if second is not None:
-            second.stop()
+        os.kill(first.process.pid, signal.SIGCONT)
+    asker.join(30)
+    assert result[0].status_code == 200 and result[0].json()["credited_items"] >= 1, result[0].text
+
+
+def test_an_outcome_at_another_process_replays_a_killed_one_s_journal(
+    database: str, two_servers: tuple[LiveServer, LiveServer]
+) -> None:
+    first, second = two_servers
+    with write_lock(database):
+        answer = retrieve(first)
+        kill(first)
+    assert logged(database, answer["retrieval_id"])[0] is None
+    r = outcome(second, answer["retrieval_id"])
+    assert r.status_code == 200 and r.json()["credited_items"] >= 1, r.text
+    row, items = logged(database, answer["retrieval_id"])
+    assert row is not None and items == [(i, item["score"]) for i, item in enumerate(answer["items"])]

@@ -46,6 +46,7 @@ def make_embedder(settings: Settings) -> Embedder:
         model_path=e.model_path,
         cache_dir=settings.data_dir / "models",
         threads=e.threads,
+        idle_threads=e.idle_threads,
         batch_size=e.batch_size,
         cache_size=e.cache_size,
         openai_base_url=e.openai_base_url,

@@ -65,6 +65,14 @@ class _ServicesCollector(Collector):
             c.add_metric(["hit"], float(hits))
             c.add_metric(["miss"], float(self.embedder.misses))  # type: ignore[attr-defined]
             yield c
+        encoder = getattr(self.embedder, "inner", self.embedder)  # under the cache, if there is one
+        idle = getattr(encoder, "idle_encodes", None)
+        if idle is not None:
+            yield CounterMetricFamily(
+                "reflexa_embedding_idle_encodes",
+                "Encoder runs that found the machine idle and ran on embedding.idle_threads",
+                value=float(idle),
+            )
         sizes = GaugeMetricFamily(
             "reflexa_index_vectors",
             "Vectors in this process's in-memory indexes",

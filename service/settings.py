@@ -135,6 +135,12 @@ class EmbeddingSettings(BaseModel):
         None, description="a sentence-transformers model directory; default: the packaged all-MiniLM-L6-v2"
     )
     threads: int = Field(1, ge=1, description="intra-op threads per encode (1 is best when cores are shared)")
+    idle_threads: int = Field(
+        2,
+        ge=0,
+        description="onnx: intra-op threads for an encode that finds the machine idle (no other encode running, "
+        "no more runnable tasks than cores); a second session, ~110 MB; 0 or at most `threads`: off",
+    )
     batch_size: int = Field(64, ge=1)
     cache_size: int = Field(100_000, ge=0, description="texts whose vectors are kept in memory (0: no cache)")
     openai_base_url: str | None = None

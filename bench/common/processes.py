@@ -188,9 +188,24 @@ def server_env_overrides() -> dict[str, str]:
     return {k: v for k, v in sorted(os.environ.items()) if k.startswith("REFLEXA_")}
 
 
-def embedder(threads: int, batch_size: int = 64) -> Any:
+def embedder(threads: int, batch_size: int = 64, idle_threads: int = 0) -> Any:
     """The server's default embedder, no cache: the ONNX export of the packaged model,
-    exported once into bench/results/retrieval/models and shared with the servers."""
+    exported once into bench/results/retrieval/models and shared with the servers
+    (`idle_threads`: store/embedding/onnx.py)."""
     from store.embedding import build_embedder
 
-    return build_embedder("onnx", cache_dir=MODELS_DIR, threads=threads, batch_size=batch_size, cache_size=0)
+    return build_embedder(
+        "onnx", cache_dir=MODELS_DIR, threads=threads, idle_threads=idle_threads, batch_size=batch_size, cache_size=0
+    )
+
+
+def server_embedder() -> Any:
+    """The encoder a server builds on its default settings (`embedding.threads` and
+    `embedding.idle_threads`, or their REFLEXA_EMBEDDING__* overrides), no cache:
+    the floors' encoder, so that a floor encodes as the server does."""
+    from service.settings import EmbeddingSettings
+
+    defaults = EmbeddingSettings()
+    threads = int(os.environ.get("REFLEXA_EMBEDDING__THREADS", defaults.threads))
+    idle = int(os.environ.get("REFLEXA_EMBEDDING__IDLE_THREADS", defaults.idle_threads))
+    return embedder(threads=threads, idle_threads=idle)

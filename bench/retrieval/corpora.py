@@ -1,5 +1,5 @@
-"""The corpora bench.retrieval.vs_mem0 runs: the retrieval bench's own agent states
-(bench.common.agent_states, the first corpus) and `agent-states`, states of one
+"""The corpora bench.retrieval and bench.retrieval.vs_mem0 run: the retrieval bench's
+own agent states (bench.common.agent_states, the first corpus) and `agent-states`, states of one
 small world written from a small vocabulary (rooms, items, colours, numbers), about
 36 tokens each, with novel queries (none equal to a stored text), seeded and
 deterministic. Both come with their all-MiniLM-L6-v2 vectors from the server's ONNX
@@ -17,8 +17,8 @@ import numpy as np
 
 from bench.common.agent_states import AgentState, fingerprint
 from bench.common.output import progress
-from bench.retrieval.config import CMP, RESULTS, SEQ, WARM, Config
-from bench.retrieval.data import _encode_cached, load_data
+from bench.retrieval.config import CMP, N_QUERIES, RESULTS, SEQ, WARM, Config
+from bench.retrieval.data import Data, _encode_cached, load_data
 
 CORPORA = ("bench", "agent-states")
 AGENT_STATES_VERSION = "vs-mem0-agent-states-v1"  # bump when the generator changes: it keys the vector cache
@@ -106,6 +106,21 @@ def _novel(texts: list[str], stored: set[str]) -> list[int]:
             seen.add(t)
             keep.append(i)
     return keep
+
+
+def agent_states_data(cfg: Config) -> Data:
+    """`agent-states` as bench.retrieval's Data: cfg.unique stored states and the
+    N_QUERIES novel query states its fixed slices take (config.SEQ, CMP, ...), the
+    vectors of the states and of the first CMP[1] queries (the ones with ground truth)."""
+    states, texts, _ = agent_states(cfg.unique, N_QUERIES, 0)
+    observations = [s.observation for s in states]
+    key = fingerprint(observations + texts)
+    vectors = _encode_cached(observations, RESULTS / f"{AGENT_STATES_VERSION}-{key}-items.npy")
+    qvecs = _encode_cached(texts[: CMP[1]], RESULTS / f"{AGENT_STATES_VERSION}-{key}-queries.npy")
+    queries = [AgentState("small-world", t, "", "", "") for t in texts]
+    return Data(
+        states, vectors, queries, qvecs, statistics.fmean(len(t) for t in observations[:2000]), _tokens(observations)
+    )
 
 
 def load_corpus(name: str, cfg: Config, items: int, queries: int, warmup: int) -> Corpus:

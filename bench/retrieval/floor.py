@@ -24,9 +24,11 @@ class Floor:
 
 
 class FloorRun:
-    """The raw floor in this process: encode (ONNX, 1 thread, no cache) + search of the
+    """The raw floor in this process: encode (the server's ONNX encoder on its thread
+    settings, bench.common.processes.server_embedder; no cache) + search of the
     server's own index (its saved snapshot), top-10, one query at a time between the
-    HTTP requests."""
+    HTTP requests, when the server is idle: an encode that finds the machine idle
+    takes `embedding.idle_threads` in both."""
 
     def __init__(self, index: Any, enc: Any, texts: list[str], first_pk: int) -> None:
         self.index, self.enc, self.texts, self.first_pk = index, enc, texts, first_pk

@@ -29,7 +29,7 @@ What it does, per size N:
 3. Start the server again (on the snapshot) and send sequential retrieves (k=10,
    keep-alive) of held-out query states it has never seen (the embedding cache
    misses), each followed by the raw floor for the same text in this process (the
-   same ONNX encode, 1 thread, no cache, + a search of the same index), so both see
+   same ONNX encode on the server's thread settings, no cache, + a search of the same index), so both see
    the same background load; then the same queries again (the cache hits), then 4
    concurrent clients for a fixed window on fresh queries and on cached ones.
 4. Recall@10 of the served items and of the raw index against exact brute force
@@ -65,8 +65,9 @@ from bench.common import plots
 from bench.common.databases import databases
 from bench.common.machine import MachineFacts
 from bench.common.output import add_out_option, progress, write_section
-from bench.common.processes import OFFLINE_ENV, embedder
+from bench.common.processes import OFFLINE_ENV, server_embedder
 from bench.retrieval.config import FULL, MAX_UNIQUE, QUICK, RESULTS, SECTION, SMOKE, Config
+from bench.retrieval.corpora import CORPORA, agent_states_data
 from bench.retrieval.data import load_data
 from bench.retrieval.lag import run_lag
 from bench.retrieval.report import Report, _versions, render_markdown
@@ -84,13 +85,16 @@ def run(
     backend: str,
     profile_dir: Path | None = None,
     skip_lag: bool = False,
+    corpus: str = "bench",
 ) -> Report:
     started = time.perf_counter()
     os.environ.update(OFFLINE_ENV)
     machine = MachineFacts.collect(with_postgres=backend == "postgres")
-    data = load_data(cfg)
-    floor_enc = embedder(threads=1)
-    rep = Report(command, quick, asdict(cfg), machine, _versions(), backend, data.mean_chars, data.mean_tokens)
+    data = load_data(cfg) if corpus == "bench" else agent_states_data(cfg)
+    floor_enc = server_embedder()
+    rep = Report(
+        command, quick, asdict(cfg), machine, _versions(), backend, data.mean_chars, data.mean_tokens, corpus=corpus
+    )
     rep.load_avg_start = os.getloadavg()[0]
     with databases() as dbs, tempfile.TemporaryDirectory(prefix="reflexa_bench_retrieval_") as tmp:
         work = Path(tmp)
@@ -98,7 +102,7 @@ def run(
             rep.sizes.append(run_size(cfg, n, data, dbs, work, floor_enc, floor_enc.name, backend, profile_dir))
         if not skip_lag:
             rep.lag = run_lag(cfg, dbs, work, backend)
-        if not skip_mem0:
+        if not skip_mem0 and corpus == "bench":  # bench.retrieval.vs_mem0 compares on either corpus
             rep.mem0 = run_mem0(cfg, data, work)
     rep.wall_s = time.perf_counter() - started
     rep.load_avg_end = os.getloadavg()[0]
@@ -128,6 +132,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sigma", type=float, help="noise per component of synthetic items (default 0.01)")
     parser.add_argument("--backend", choices=["sqlite", "postgres"], default="sqlite")
     parser.add_argument(
+        "--corpus",
+        choices=CORPORA,
+        default="bench",
+        help="the items' and queries' texts (bench.retrieval.corpora): `bench`, the bench's own agent states "
+        "(~66 tokens, several environments), or `agent-states`, one small world from a small vocabulary "
+        "(~38 tokens); `agent-states` leaves the mem0 part to bench.retrieval.vs_mem0",
+    )
+    parser.add_argument(
         "--profile",
         type=Path,
         metavar="DIR",
@@ -144,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
         changes["unique"] = min(args.unique, MAX_UNIQUE)
     if args.sigma is not None:
         changes["sigma"] = args.sigma
-    if args.skip_mem0 or importlib.util.find_spec("mem0") is None:
+    if args.skip_mem0 or args.corpus != "bench" or importlib.util.find_spec("mem0") is None:
         changes["mem0_items"] = 0  # nor Reflexa's side of the comparison
     if changes:
         cfg = Config(**{**asdict(cfg), **changes})
@@ -157,13 +169,14 @@ def main(argv: list[str] | None = None) -> int:
         + (" --skip-mem0" if args.skip_mem0 else "")
         + (" --skip-lag" if args.skip_lag else "")
         + (f" --backend {args.backend}" if args.backend != "sqlite" else "")
+        + (f" --corpus {args.corpus}" if args.corpus != "bench" else "")
         + "".join(f" --out {p}" for p in args.out if p.suffix == ".md")
     )
     if args.profile:
         args.profile.mkdir(parents=True, exist_ok=True)
     # --smoke leaves the lag part to bench.freshness --smoke (tests/bench runs both): seconds saved.
     skip_lag = args.skip_lag or args.smoke
-    rep = run(cfg, command, args.quick or args.smoke, args.skip_mem0, args.backend, args.profile, skip_lag)
+    rep = run(cfg, command, args.quick or args.smoke, args.skip_mem0, args.backend, args.profile, skip_lag, args.corpus)
     progress(f"done in {rep.wall_s / 60:.1f} min")
     if args.profile:
         summary = "\n".join(

@@ -35,10 +35,24 @@ class Report(RunFacts):
     plots: list[str] = field(default_factory=list)  # image paths relative to the markdown file
     load_avg_start: float = float("nan")
     load_avg_end: float = float("nan")
+    corpus: str = "bench"  # bench.retrieval.corpora.CORPORA
 
 
 def _f(x: float, digits: int = 1) -> str:
     return "–" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:,.{digits}f}"
+
+
+_ITEM_TEXTS = {
+    "bench": "generated agent states (bench.common.agent_states): text-game rooms (TextWorld/ALFWorld-like), "
+    "BabyAI-like gridworld views, WebShop/WebArena-like pages, about a quarter revisits of an earlier state "
+    "with one detail changed",
+    "agent-states": "states of one small world from a small vocabulary (bench.retrieval.corpora: rooms, items, "
+    "colours, furniture, numbers), one sentence pattern",
+}
+_QUERY_TEXTS = {
+    "bench": "held-out states (an item's state with one detail changed, reworded 2 times in 3)",
+    "agent-states": "fresh states of the same generator (another seeded stream), none equal to a stored one",
+}
 
 
 def render_markdown(rep: Report) -> str:
@@ -55,33 +69,34 @@ def render_markdown(rep: Report) -> str:
         + f"{cfg['quiet_wait_s']:g} s for the machine to be quiet, then runs anyway).",
         f"- Database: {'SQLite (the embedded default)' if rep.backend == 'sqlite' else 'PostgreSQL'}, "
         "one fresh database per size. Server: `python -m uvicorn service.app:create_app --factory` "
-        "(one process, like `reflexa serve`), default settings (ONNX embedder, 1 intra-op thread, "
+        "(one process, like `reflexa serve`), default settings (ONNX embedder, 1 intra-op thread, 2 for an encode that "
+        "finds the machine idle (`embedding.idle_threads`), "
         "100k-entry query cache; the index structure is the server's own choice by size, shown per row as "
         "read from its saved snapshot), in-process worker off except for the ingest-to-searchable part. "
         "Clients on the same 2 cores. Settings from the environment (the servers inherit `REFLEXA_*`): "
         + (", ".join(f"`{k}={v}`" for k, v in server_env_overrides().items()) or "none")
         + ".",
-        f"- Items: exemplar reflections (state -> action -> result) of generated agent states: text-game rooms "
-        f"(TextWorld/ALFWorld-like), BabyAI-like gridworld views, WebShop/WebArena-like pages; mean "
-        f"{rep.mean_chars:.0f} chars / {rep.mean_tokens:.0f} tokens, about a quarter revisits of an earlier "
-        f"state with one detail changed. The first {cfg['unique']:,} are real all-MiniLM-L6-v2 vectors of "
-        f"distinct texts; **items past that are synthetic**: a real item's text and vector plus Gaussian noise "
-        f"(sigma {cfg['sigma']} per component, renormalised; cosine ~{1 / math.sqrt(1 + 384 * cfg['sigma'] ** 2):.2f} "
-        "to the original), inserted directly in SQL (reflections, embeddings, evidence and index-feed rows, "
-        "5,000 per transaction) because encoding 1M texts here takes hours; no lexical-index rows (the worker "
-        "writes one per exemplar), so the lexical match query finds nothing and no candidate has a lexical "
-        "similarity. All items share one timestamp "
+        f"- Items (corpus `{rep.corpus}`): exemplar reflections (state -> action -> result) of "
+        + _ITEM_TEXTS[rep.corpus]
+        + f"; mean {rep.mean_chars:.0f} chars / {rep.mean_tokens:.0f} tokens. The first {cfg['unique']:,} are real "
+        f"all-MiniLM-L6-v2 vectors of distinct texts; **items past that are synthetic**: a real item's text and "
+        f"vector plus Gaussian noise (sigma {cfg['sigma']} per component, renormalised; cosine "
+        f"~{1 / math.sqrt(1 + 384 * cfg['sigma'] ** 2):.2f} to the original), inserted directly in SQL "
+        "(reflections, embeddings, evidence, index-feed rows and the lexical index's texts, 5,000 per "
+        "transaction) because encoding 1M texts here takes hours. All items share one timestamp "
         "and have no outcomes, so recency and utility factors are equal and the served order is the "
-        "similarity order.",
-        f"- Queries: held-out states (an item's state with one detail changed, reworded 2 times in 3), never "
-        f"inserted and never sent before to that server process, so every query text misses the embedding "
-        f"cache; then the same {cfg['seq_queries']} queries again (cache hits). k=10, default request "
+        "blend of cosine and lexical similarity the default ranking gives.",
+        "- Queries: "
+        + _QUERY_TEXTS[rep.corpus]
+        + ", never inserted and never sent before to that server process, so every query text misses the "
+        f"embedding cache; then the same {cfg['seq_queries']} queries again (cache hits). k=10, default request "
         "(all kinds, no filters). Sequential = one request at a time on one keep-alive connection; "
         f"concurrent = {cfg['clients']} client threads for {cfg['window_s']:g} s. The namespaces have no "
         "reported outcomes (the utility baseline is two counters on the namespace row, cached for a second, "
         "so outcomes add nothing to a retrieve's cost).",
         "- Raw floor: in the benchmark process, the same ONNX model "
-        '(`build_embedder("onnx", cache_size=0)`, 1 thread) encoding the same query text, and a search '
+        'on the server\'s thread settings (`build_embedder("onnx", cache_size=0)` with `embedding.threads` and '
+        "`idle_threads`) encoding the same query text, and a search "
         "(top-10) of the very index the server built (its saved snapshot, loaded with `VectorIndex.load`); "
         "each floor query runs right after the HTTP request for the same text (the server idle meanwhile), "
         "so both see the same background load.",
@@ -294,7 +309,7 @@ def batch_lines(rep: Report) -> list[str]:
         "states each, interleaved (the order of the modes rotates by round); every HTTP mode of every round sends "
         "its own held-out states that no request sent before (all cache misses, default request, k=10). "
         "states/s = states / wall-clock of that mode's runs. Floor = in the benchmark process, one "
-        "`encode` call of the same texts (the server's ONNX settings: 1 intra-op thread, batches of 64 inside) "
+        "`encode` call of the same texts (the server's ONNX settings: its thread settings, batches of 64 inside) "
         "+ one faiss search of all of them in the server's own index (its snapshot). Server CPU ms/state = the "
         "server process's CPU time / states; other CPU = the rest of the machine while that mode ran "
         "(% of one core).",

@@ -46,6 +46,7 @@ def build_embedder(
     model_path: str | Path | None = None,
     cache_dir: Path,
     threads: int = 1,
+    idle_threads: int = 0,
     batch_size: int = 64,
     cache_size: int = 100_000,
     openai_base_url: str | None = None,
@@ -63,13 +64,16 @@ def build_embedder(
     processes). If the ONNX backend cannot be built (onnxruntime missing, an export
     failure, a model pipeline it does not reproduce) the torch backend is used, with
     a warning: the vectors are the same, only slower. `threads` is the intra-op
-    thread count of onnxruntime or torch. The `openai_*` arguments configure the
+    thread count of onnxruntime or torch; `idle_threads` (ONNX only) the count for
+    an encode that finds the machine idle (store/embedding/onnx.py; 0: off). The `openai_*` arguments configure the
     "openai" backend; base URL, model and dim are required for it.
     """
     if backend not in BACKENDS:
         raise ValueError(f"unknown embedding backend {backend!r}; choose one of {', '.join(BACKENDS)}")
     if cache_size < 0:
         raise ValueError("cache_size must be 0 (no cache) or more")
+    if idle_threads < 0:
+        raise ValueError("idle_threads must be 0 (off) or more")
     embedder: Embedder
     if backend == "hashing":
         embedder = HashingEmbedder()
@@ -82,14 +86,14 @@ def build_embedder(
     else:
         model = describe_model(model_path)
         try:
-            embedder = _build_onnx(model, cache_dir, threads, batch_size)
+            embedder = _build_onnx(model, cache_dir, threads, idle_threads, batch_size)
         except Exception as exc:  # any failure of the optional fast path falls back to the reference one
             log.warning("ONNX embedding backend unavailable (%s); falling back to torch, which is slower", exc)
             embedder = _build_torch(model, threads, batch_size)
     return CachedEmbedder(embedder, cache_size) if cache_size else embedder
 
 
-def _build_onnx(model: LocalModel, cache_dir: Path, threads: int, batch_size: int) -> Embedder:
+def _build_onnx(model: LocalModel, cache_dir: Path, threads: int, idle_threads: int, batch_size: int) -> Embedder:
     """Export once (or reuse the export), then load it; an export on disk that does
     not load (truncated, corrupted) is exported again rather than trusted."""
     from store.embedding.onnx import OnnxEmbedder, check_reproducible
@@ -98,11 +102,11 @@ def _build_onnx(model: LocalModel, cache_dir: Path, threads: int, batch_size: in
     check_reproducible(model)  # before spending seconds on an export that cannot be used
     onnx_file = export_onnx(model, cache_dir)
     try:
-        return OnnxEmbedder(model, onnx_file, threads=threads, batch_size=batch_size)
+        return OnnxEmbedder(model, onnx_file, threads=threads, idle_threads=idle_threads, batch_size=batch_size)
     except EmbeddingError as exc:
         log.warning("%s; exporting it again", exc)
         onnx_file = export_onnx(model, cache_dir, unusable=onnx_file.stat())
-        return OnnxEmbedder(model, onnx_file, threads=threads, batch_size=batch_size)
+        return OnnxEmbedder(model, onnx_file, threads=threads, idle_threads=idle_threads, batch_size=batch_size)
 
 
 def _build_torch(model: LocalModel, threads: int, batch_size: int) -> Embedder:

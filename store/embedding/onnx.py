@@ -10,6 +10,8 @@ is the model's mean over real tokens, done in numpy.
 
 from __future__ import annotations
 
+import os
+import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -25,6 +27,25 @@ from store.embedding.local_model import LocalModel
 _SUPPORTED_MODULES = {("Transformer", "Pooling"), ("Transformer", "Pooling", "Normalize")}
 # Padded tokens per session run: bounds the memory a batch takes (see _batches).
 _MAX_BATCH_TOKENS = 512
+# The idle session's pool must not spin after a run: left spinning, it burns ~30 ms
+# of a core after every encode, which also makes the next check see a busy machine.
+_NO_SPIN = {"session.intra_op.allow_spinning": "0"}
+
+
+def runnable_tasks() -> int | None:
+    """Tasks runnable on the machine right now, the caller included (the fourth
+    field of /proc/loadavg); None where there is no /proc/loadavg."""
+    try:
+        with open("/proc/loadavg", "rb") as handle:
+            return int(handle.read().split()[3].split(b"/")[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its affinity mask where the OS has one)."""
+    affinity = getattr(os, "sched_getaffinity", None)
+    return len(affinity(0)) if affinity is not None else (os.cpu_count() or 1)
 
 
 def check_reproducible(model: LocalModel) -> None:
@@ -68,7 +89,18 @@ class OnnxEmbedder:
     `threads` is the session's intra-op thread count. The default of one is
     deliberate: on a shared 2-core machine one thread per query beat two (two
     degraded to ~100 ms p50 when the cores were busy, and spend 1.2-1.6x the CPU
-    time per text); scale with processes or concurrent requests instead. Texts are
+    time per text); scale with processes or concurrent requests instead.
+
+    `idle_threads` (more than `threads`) adds a second session with that many
+    threads, its pool not spinning, for an encode that finds the machine idle
+    enough: no other encode of this embedder running, and no more runnable tasks
+    than usable cores, the caller included (/proc/loadavg). One other task is
+    allowed on purpose: a retrieve's own lexical search runs beside its encode,
+    and a non-spinning pool beside one busy core was measured even with one
+    thread. On an idle 2-core machine two threads encode an agent state in ~0.7x
+    the time of one (docs/benchmarks.md, "Query encoding" and "Retrieval against
+    mem0"). Both sessions give the same vectors to the bit. The second session
+    costs ~110 MB resident; without /proc/loadavg it is never built. Texts are
     grouped by token count before batching so each batch pads little. Safe to call
     from many threads: InferenceSession.run and the tokenizer's encode are both
     thread-safe once configured.
@@ -83,10 +115,14 @@ class OnnxEmbedder:
     (a batch of agent states costs what its texts cost one by one).
     """
 
-    def __init__(self, model: LocalModel, onnx_file: Path, *, threads: int = 1, batch_size: int = 64) -> None:
+    def __init__(
+        self, model: LocalModel, onnx_file: Path, *, threads: int = 1, idle_threads: int = 0, batch_size: int = 64
+    ) -> None:
         check_reproducible(model)
         if threads < 1 or batch_size < 1:
             raise ValueError("threads and batch_size must be at least 1")
+        if idle_threads < 0:
+            raise ValueError("idle_threads must be 0 (off) or more")
         self.name = model.name
         self.dim = model.token_dim
         self._batch_size = batch_size
@@ -96,14 +132,20 @@ class OnnxEmbedder:
         # padding, so must we: padding happens per batch below, to its longest text.
         self._tokenizer.no_padding()
         self._tokenizer.enable_truncation(model.max_seq_length)
-        options = onnxruntime.SessionOptions()
-        options.intra_op_num_threads = threads
-        options.inter_op_num_threads = 1
-        options.log_severity_level = 3  # warnings about unused initialisers are noise here
+        self.threads = threads
+        self._cores = usable_cores()
+        # Taken only with cores to spare: never more threads than usable cores.
+        self.idle_threads = min(idle_threads, self._cores)
+        if self.idle_threads <= threads or runnable_tasks() is None:
+            self.idle_threads = 0
+        self._running = 0  # encodes of this embedder in flight
+        self._running_lock = threading.Lock()
+        self.idle_encodes = 0  # session runs on the idle session (a counter for metrics and tests)
         try:
-            self._session = onnxruntime.InferenceSession(str(onnx_file), options, providers=["CPUExecutionProvider"])
+            self._session = _session(onnx_file, threads)
+            self._idle_session = _session(onnx_file, self.idle_threads, _NO_SPIN) if self.idle_threads else None
             self._input_names = {node.name for node in self._session.get_inputs()}
-            probe = self._embed(self._tokenizer.encode_batch(["probe"]))
+            probe = self._embed(self._tokenizer.encode_batch(["probe"]), self._session)
         except Exception as exc:  # onnxruntime's errors derive from Exception only
             raise EmbeddingError(f"ONNX model {onnx_file} is unusable: {exc}") from exc
         if probe.shape != (1, self.dim):
@@ -115,9 +157,26 @@ class OnnxEmbedder:
             return empty_matrix(self.dim)
         encodings = self._tokenizer.encode_batch(batch)
         vectors = np.empty((len(encodings), self.dim), dtype=np.float32)
-        for rows in self._batches([len(encoding.ids) for encoding in encodings]):
-            vectors[rows] = self._embed([encodings[i] for i in rows])
+        with self._running_lock:
+            self._running += 1
+        try:
+            for rows in self._batches([len(encoding.ids) for encoding in encodings]):
+                vectors[rows] = self._embed([encodings[i] for i in rows], self._pick())
+        finally:
+            with self._running_lock:
+                self._running -= 1
         return vectors
+
+    def _pick(self) -> onnxruntime.InferenceSession:
+        """The session for the next run, chosen run by run: a long batch started on
+        an idle machine goes back to one thread when a retrieve arrives."""
+        if self._idle_session is None:
+            return self._session
+        with self._running_lock:
+            if self._running == 1 and (runnable_tasks() or 0) <= self._cores:
+                self.idle_encodes += 1
+                return self._idle_session
+        return self._session
 
     def _batches(self, lengths: list[int]) -> Iterator[list[int]]:
         """Row indices grouped longest first. A group ends at `batch_size` texts, at
@@ -141,5 +200,15 @@ class OnnxEmbedder:
             batch.append(row)
         yield batch
 
-    def _embed(self, encodings: list[Encoding]) -> np.ndarray:
-        return mean_pooled(self._session, encodings, self._input_names)
+    def _embed(self, encodings: list[Encoding], session: onnxruntime.InferenceSession) -> np.ndarray:
+        return mean_pooled(session, encodings, self._input_names)
+
+
+def _session(onnx_file: Path, threads: int, config: dict[str, str] | None = None) -> onnxruntime.InferenceSession:
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    options.log_severity_level = 3  # warnings about unused initialisers are noise here
+    for key, value in (config or {}).items():
+        options.add_session_config_entry(key, value)
+    return onnxruntime.InferenceSession(str(onnx_file), options, providers=["CPUExecutionProvider"])

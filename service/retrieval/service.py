@@ -112,6 +112,17 @@ class _Prefetched:
         return rows
 
 
+@dataclass(frozen=True)
+class _LexicalRows:
+    """A single request's live lexical matches and their candidate rows, read by the
+    lexical search's thread while the query is encoded: after the encode only the
+    dense search's rows are left to read. `asked`: the pks read (a row that failed
+    the filters is absent from `rows`, and is not asked again)."""
+
+    asked: frozenset[int]
+    rows: dict[int, repo.CandidateRow]
+
+
 @dataclass
 class _Candidate:
     row: repo.CandidateRow
@@ -280,15 +291,16 @@ class RetrievalService:
 
         texts = self.search.texts(reqs, view.settings)
         lexical = view.settings.ranking.lexical_weight > 0
-        # The live lexical index is searched by the texts while the encoder (which lets
-        # go of the GIL) embeds them: a retrieve waits for the longer of the two.
+        # The live lexical index is searched by the texts, and a single request's
+        # matches read, while the encoder (which lets go of the GIL) embeds them: a
+        # retrieve waits for the longer of the two.
         pending = (
-            _LEXICAL_SEARCHES.submit(self.search.lexical_hits_live, ns, reqs, texts)
+            _LEXICAL_SEARCHES.submit(self._lexical_live, ns, reqs, texts, partial_kinds)
             if lexical and view.pinned is None
             else None
         )
         queries = self.search.embed(texts)
-        live_lexical = pending.result() if pending is not None else None
+        live_lexical, lexical_rows = pending.result() if pending is not None else (None, None)
         # The candidate and evidence reads share one read transaction (the query is
         # encoded: nothing slow happens inside).
         with self.db.one_read():
@@ -299,7 +311,9 @@ class RetrievalService:
             served = [
                 self._serve(
                     ns,
-                    self._candidates(ns, req, view, query, baseline, hits, prefetched, partial_kinds=partial_kinds),
+                    self._candidates(
+                        ns, req, view, query, baseline, hits, prefetched, lexical_rows, partial_kinds=partial_kinds
+                    ),
                     req,
                     holdout_rate,
                     unit=req.trajectory_id or rid or "",
@@ -344,6 +358,23 @@ class RetrievalService:
             )
             for rid, its, context, w in zip(ids, items, contexts, waited, strict=True)
         ], records
+
+    def _lexical_live(
+        self, ns: str, reqs: list[RetrieveRequest], texts: list[dict[str, str]], partial_kinds: frozenset[str]
+    ) -> tuple[list[set[int]], _LexicalRows | None]:
+        """The live lexical matches of every request and, for a single request, their
+        candidate rows too: both need the texts, not the vectors, so they run while
+        the encoder (which lets go of the GIL) embeds the texts. A batch reads its
+        rows together afterwards (`_prefetch`)."""
+        hits = self.search.lexical_hits_live(ns, reqs, texts)
+        if len(reqs) != 1 or not hits[0]:
+            return hits, None
+        asked = sorted(hits[0])
+        with self.db.read() as session:
+            rows = repo.list_candidates(
+                session, ns, asked, _sql_filters(self._filters(reqs[0]), reqs[0], partial_kinds), self.embedder.name
+            )
+        return hits, _LexicalRows(frozenset(asked), {r.pk: r for r in rows})
 
     def _view(self, ns: str, reqs: list[RetrieveRequest], where: Callable[[int, str], str]) -> _View:
         """What the requests read: the live namespace, or one snapshot (its settings,
@@ -443,12 +474,13 @@ class RetrievalService:
         baseline: float,
         first_hits: Hits,
         prefetched: _Prefetched | None = None,
+        lexical_rows: _LexicalRows | None = None,
         *,
         partial_kinds: frozenset[str] = frozenset(),
     ) -> _Scored:
         snapshot_pk = view.snapshot.pk if view.snapshot is not None else None
         filters = self._filters(req)
-        sql_filters = _without_exclusions(filters) if partial_kinds.intersection(req.kinds) else filters
+        sql_filters = _sql_filters(filters, req, partial_kinds)
         split = sql_filters is not filters  # the exclusions are applied per row, by kind, below
         want = self.search.wanted(req)
         fetch = self.search.fetch_size(req)
@@ -473,8 +505,14 @@ class RetrievalService:
                     ]
                 prefetched = None
             else:
+                asked = lexical_rows.asked if lexical_rows is not None else frozenset()
                 with self.db.read() as session:
-                    rows = repo.list_candidates(session, ns, sorted(pks), sql_filters, self.embedder.name, snapshot_pk)
+                    rows = repo.list_candidates(
+                        session, ns, sorted(pks - asked), sql_filters, self.embedder.name, snapshot_pk
+                    )
+                    if lexical_rows is not None:  # the first round: the lexical matches' rows are read
+                        rows = sorted([*rows, *lexical_rows.rows.values()], key=lambda r: r.pk)
+                        lexical_rows = None
                     if split:
                         cites = repo.list_citations(session, ns, [r.pk for r in rows], snapshot_pk)
                         rows = [r for r in rows if _admits(filters, sql_filters, r, cites.get(r.pk, []), partial_kinds)]
@@ -675,6 +713,15 @@ def _cosines(
         for i, sim in zip(idx, sims, strict=True):
             internals[i] = sim
     return states, internals
+
+
+def _sql_filters(
+    filters: repo.CandidateFilters, req: RetrieveRequest, partial_kinds: frozenset[str]
+) -> repo.CandidateFilters:
+    """The filters the candidate query applies: all of them, or without the
+    exclusions when some of the request's kinds are admitted partially (those are
+    applied per row, by kind)."""
+    return _without_exclusions(filters) if partial_kinds.intersection(req.kinds) else filters
 
 
 def _without_exclusions(filters: repo.CandidateFilters) -> repo.CandidateFilters:

@@ -5,17 +5,14 @@ and the reproducing command names the corpus. Structure only, no timing is judge
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from bench.retrieval import main as retrieval
 from bench.retrieval.config import CMP, N_QUERIES, SMOKE
 from bench.retrieval.corpora import agent_states_data
 
-REPO = Path(__file__).resolve().parents[2]
 OFFLINE = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
 
 
@@ -31,17 +28,11 @@ def test_agent_states_data_holds_novel_queries_for_every_slice() -> None:
 
 
 @pytest.mark.slow
-def test_smoke_run_on_the_agent_states_corpus(tmp_path: Path) -> None:
+def test_smoke_run_on_the_agent_states_corpus(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for key, value in OFFLINE.items():
+        monkeypatch.setenv(key, value)
     out = tmp_path / "retrieval.md"
-    proc = subprocess.run(
-        [sys.executable, "-m", "bench.retrieval", "--smoke", "--corpus", "agent-states", "--out", str(out)],
-        cwd=REPO,
-        env={**os.environ, **OFFLINE},
-        capture_output=True,
-        text=True,
-        timeout=240,
-    )
-    assert proc.returncode == 0, proc.stderr[-6000:]
+    assert retrieval.main(["--smoke", "--corpus", "agent-states", "--out", str(out)]) == 0
     lines = out.read_text().splitlines()
     assert any("--smoke --corpus agent-states --out" in line for line in lines)
     assert any(line.startswith("- Items (corpus `agent-states`)") for line in lines)

@@ -203,9 +203,7 @@ def server_embedder() -> Any:
     """The encoder a server builds on its default settings (`embedding.threads` and
     `embedding.idle_threads`, or their REFLEXA_EMBEDDING__* overrides), no cache:
     the floors' encoder, so that a floor encodes as the server does."""
-    from service.settings import EmbeddingSettings
+    from service.settings import Settings
 
-    defaults = EmbeddingSettings()
-    threads = int(os.environ.get("REFLEXA_EMBEDDING__THREADS", defaults.threads))
-    idle = int(os.environ.get("REFLEXA_EMBEDDING__IDLE_THREADS", defaults.idle_threads))
-    return embedder(threads=threads, idle_threads=idle)
+    settings = Settings().embedding  # read from the environment as a server reads it
+    return embedder(threads=settings.threads, idle_threads=settings.idle_threads)

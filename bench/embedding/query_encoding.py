@@ -66,7 +66,7 @@ from bench.common.machine import MachineFacts
 from bench.common.output import add_out_option, write_section
 from store.embedding import build_embedder, describe_model
 from store.embedding.base import normalise_rows
-from store.embedding.onnx import mean_pooled
+from store.embedding.onnx import mean_pooled, runnable_tasks
 from store.embedding.onnx_export import export_onnx
 
 GraphLevel = onnxruntime.GraphOptimizationLevel
@@ -189,19 +189,13 @@ class LoadAdaptive:
             self._running += 1
             alone = self._running == 1
         try:
-            two = alone and runnable_tasks() <= 1
+            two = alone and (runnable_tasks() or 0) <= 1
             self.calls += 1
             self.two_calls += two
             return (self._two if two else self._one)(texts)
         finally:
             with self._lock:
                 self._running -= 1
-
-
-def runnable_tasks() -> int:
-    """Tasks runnable on the machine right now, the caller included (/proc/loadavg)."""
-    with open("/proc/loadavg", "rb") as handle:
-        return int(handle.read().split()[3].split(b"/")[0])
 
 
 # -- measuring ------------------------------------------------------------------------

@@ -97,9 +97,10 @@ class OnnxEmbedder:
     than usable cores, the caller included (/proc/loadavg). One other task is
     allowed on purpose: a retrieve's own lexical search runs beside its encode,
     and a non-spinning pool beside one busy core was measured even with one
-    thread. On an idle 2-core machine two threads encode an agent state in ~0.7x
-    the time of one (docs/benchmarks.md, "Query encoding" and "Retrieval against
-    mem0"). Both sessions give the same vectors to the bit. The second session
+    thread (docs/benchmarks.md, "Query encoding"). Against mem0 on a quiet 2-core
+    machine it moved Reflexa from behind to level on dense-only search
+    (docs/benchmarks.md, "Retrieval on a quiet machine"). Both sessions give the
+    same vectors to the bit. The second session
     costs ~110 MB resident; without /proc/loadavg it is never built. Texts are
     grouped by token count before batching so each batch pads little. Safe to call
     from many threads: InferenceSession.run and the tokenizer's encode are both
@@ -132,7 +133,6 @@ class OnnxEmbedder:
         # padding, so must we: padding happens per batch below, to its longest text.
         self._tokenizer.no_padding()
         self._tokenizer.enable_truncation(model.max_seq_length)
-        self.threads = threads
         self._cores = usable_cores()
         # Taken only with cores to spare: never more threads than usable cores.
         self.idle_threads = min(idle_threads, self._cores)

@@ -161,7 +161,5 @@ def test_the_metrics_count_the_idle_runs_under_the_cache(monkeypatch: pytest.Mon
         def structures(self) -> dict[tuple[str, str, str], tuple[str, bool]]:
             return {}
 
-    samples = {
-        s.name: s.value for family in _ServicesCollector(cached, NoIndexes()).collect() for s in family.samples
-    }
+    samples = {s.name: s.value for family in _ServicesCollector(cached, NoIndexes()).collect() for s in family.samples}
     assert samples["reflexa_embedding_idle_encodes_total"] == 1.0  # the two texts in one run

@@ -366,14 +366,15 @@ class RetrievalService:
         candidate rows too: both need the texts, not the vectors, so they run while
         the encoder (which lets go of the GIL) embeds the texts. A batch reads its
         rows together afterwards (`_prefetch`)."""
-        hits = self.search.lexical_hits_live(ns, reqs, texts)
-        if len(reqs) != 1 or not hits[0]:
-            return hits, None
-        asked = sorted(hits[0])
-        with self.db.read() as session:
-            rows = repo.list_candidates(
-                session, ns, asked, _sql_filters(self._filters(reqs[0]), reqs[0], partial_kinds), self.embedder.name
-            )
+        with self.db.one_read():  # the matches and their rows: one checkout, one BEGIN
+            hits = self.search.lexical_hits_live(ns, reqs, texts)
+            if len(reqs) != 1 or not hits[0]:
+                return hits, None
+            asked = sorted(hits[0])
+            with self.db.read() as session:
+                rows = repo.list_candidates(
+                    session, ns, asked, _sql_filters(self._filters(reqs[0]), reqs[0], partial_kinds), self.embedder.name
+                )
         return hits, _LexicalRows(frozenset(asked), {r.pk: r for r in rows})
 
     def _view(self, ns: str, reqs: list[RetrieveRequest], where: Callable[[int, str], str]) -> _View:

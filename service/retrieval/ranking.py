@@ -160,24 +160,60 @@ def lexical_features(text: str) -> frozenset[str]:
 
 @functools.lru_cache(maxsize=65_536)
 def _text_keys(text: str) -> np.ndarray:
-    """A candidate text's feature keys; cached like its features (full, ~80 features a
+    """A candidate text's feature keys, the same as `_feature_keys(lexical_features(text))`
+    without building the strings: the words' keys, and each pair's mixed from its
+    words' keys in numpy (~5x faster on a text not seen before, which every candidate
+    of a fresh query in a large corpus is). Cached like its features (~80 features a
     text, the arrays hold ~40 MB)."""
-    return _feature_keys(lexical_features(text))
+    words = np.fromiter(map(_word_key, lexical_tokens(text)), dtype=np.uint64)
+    pairs = _pair_keys(np.concatenate((words[:-1], words[:-2])), np.concatenate((words[1:], words[2:])))
+    keys = np.concatenate((words, pairs))
+    keys.sort()
+    if len(keys) > 1:  # a repeated word or pair is one feature
+        keys = keys[np.concatenate(([True], keys[1:] != keys[:-1]))]
+    keys.setflags(write=False)
+    return keys
 
 
 @functools.lru_cache(maxsize=4_096)
 def _feature_keys(features: frozenset[str]) -> np.ndarray:
-    """The features as sorted 64-bit keys (BLAKE2b of the text, the same in every
-    process; two of a million features share a key with odds of about 3e-8, which
-    would only merge their weights). Read-only: cached arrays are shared."""
-    keys = np.fromiter(
-        (int.from_bytes(hashlib.blake2b(f.encode(), digest_size=8).digest(), "little") for f in features),
-        dtype=np.uint64,
-        count=len(features),
-    )
+    """The features as sorted 64-bit keys: a word's is its `_word_key`, a pair's ("a b")
+    `_pair_keys` of its words' keys. The same in every process (no string hashing);
+    two of a million features share a key with odds of about 3e-8, which would only
+    merge their weights. Read-only: cached arrays are shared."""
+    words = [f for f in features if " " not in f]
+    pairs = [f.split(" ") for f in features if " " in f]
+    firsts = np.fromiter((_word_key(a) for a, _ in pairs), dtype=np.uint64, count=len(pairs))
+    seconds = np.fromiter((_word_key(b) for _, b in pairs), dtype=np.uint64, count=len(pairs))
+    keys = np.concatenate((np.fromiter(map(_word_key, words), dtype=np.uint64), _pair_keys(firsts, seconds)))
     keys.sort()
     keys.setflags(write=False)
     return keys
+
+
+@functools.lru_cache(maxsize=262_144)
+def _word_key(word: str) -> int:
+    """BLAKE2b of the word, 64 bits: the same in every process, unlike hash()."""
+    return int.from_bytes(hashlib.blake2b(word.encode(), digest_size=8).digest(), "little")
+
+
+_PAIR_MULTIPLIER = np.uint64(0x9E3779B97F4A7C15)
+_MIX_1 = np.uint64(0xFF51AFD7ED558CCD)
+_MIX_2 = np.uint64(0xC4CEB9FE1A85EC53)
+_SHIFT = np.uint64(33)
+
+
+def _pair_keys(firsts: np.ndarray, seconds: np.ndarray) -> np.ndarray:
+    """The ordered pairs' keys: MurmurHash3's 64-bit finaliser (a bijection) of
+    first * φ·2^64 xor second, so "a b" and "b a" differ and a pair's key is as unlike
+    every word's as two words' keys are unlike each other (uint64 arithmetic wraps)."""
+    x = (firsts * _PAIR_MULTIPLIER) ^ seconds
+    x ^= x >> _SHIFT
+    x *= _MIX_1
+    x ^= x >> _SHIFT
+    x *= _MIX_2
+    x ^= x >> _SHIFT
+    return x
 
 
 def relevance(dense: float, lexical: float | None, weight: float) -> float:

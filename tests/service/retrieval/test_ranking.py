@@ -134,6 +134,28 @@ def test_lexical_similarity_is_a_bounded_cosine(query: list[str], texts: list[li
             assert sim == 0.0
 
 
+vocabulary = ["the", "key", "is", "2", "20", "red", "Red", "left", "Schlüssel", "鍵", "a_b", "x" * 101]
+texts = st.lists(st.sampled_from(vocabulary), max_size=16).map(" ".join)
+
+
+@given(texts)
+@settings(max_examples=300, deadline=None)
+def test_text_keys_are_the_keys_of_its_features(text: str) -> None:
+    """A candidate's keys are computed from its words' keys without building the
+    feature strings: they must be exactly the keys of `lexical_features`, one per feature."""
+    import numpy as np
+
+    features = ranking.lexical_features(text)
+    keys = ranking._text_keys(text)
+    assert np.array_equal(keys, ranking._feature_keys(features))
+    assert len(keys) == len(features)  # distinct features, distinct keys
+
+
+def test_pair_keys_are_ordered_and_unlike_word_keys() -> None:
+    keys = ranking._feature_keys(frozenset({"key 3", "3 key", "key", "3"}))
+    assert len(set(keys.tolist())) == 4
+
+
 def reference_lexical_similarities(query: frozenset[str], texts: list[str | None]) -> list[float | None]:
     """The docstring's formula, one candidate and one feature at a time."""
     import math

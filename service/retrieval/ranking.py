@@ -39,6 +39,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -156,6 +157,14 @@ def lexical_features(text: str) -> frozenset[str]:
     words = lexical_tokens(text)
     pairs = {f"{a} {b}" for gap in (1, 2) for a, b in zip(words, words[gap:], strict=False)}
     return frozenset(words).union(pairs)
+
+
+def key_texts(texts: Iterable[str | None]) -> None:
+    """Compute and cache the texts' feature keys ahead of `lexical_similarities` (the
+    retrieve does it for its lexical matches while the query is encoded)."""
+    for text in texts:
+        if text is not None:
+            _text_keys(text)
 
 
 @functools.lru_cache(maxsize=65_536)

@@ -375,6 +375,9 @@ class RetrievalService:
                 rows = repo.list_candidates(
                     session, ns, asked, _sql_filters(self._filters(reqs[0]), reqs[0], partial_kinds), self.embedder.name
                 )
+        # Their texts' lexical features too, while the encoder still runs: a text not
+        # seen before costs ~20 us to key, most of a fresh query's ranking in a large corpus.
+        ranking.key_texts(r.lexical_text for r in rows)
         return hits, _LexicalRows(frozenset(asked), {r.pk: r for r in rows})
 
     def _view(self, ns: str, reqs: list[RetrieveRequest], where: Callable[[int, str], str]) -> _View:

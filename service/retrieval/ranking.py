@@ -39,7 +39,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -95,8 +95,9 @@ def lexical_similarities(query_features: frozenset[str], texts: list[str | None]
     tell near neighbours apart weigh more. √idf, not the usual idf: with full idf
     weights a text that shares one rare number with the query beat one that
     differed from it in a single slot, since the rare feature outweighed several
-    common ones (bench/retrieval/quality.py, docs/retrieval.md). None for a candidate
-    without a lexical text, or when the query has no words."""
+    common ones (bench/retrieval/quality.py, docs/retrieval.md). The idf weights are
+    rounded to a grid (`_on_grid`) so that equal features tie exactly. None for a
+    candidate without a lexical text, or when the query has no words."""
     out: list[float | None] = [None] * len(texts)
     present = [i for i, t in enumerate(texts) if t is not None]
     if not query_features or not present:
@@ -112,17 +113,19 @@ def lexical_similarities(query_features: frozenset[str], texts: list[str | None]
     owner = np.repeat(np.arange(len(arrays)), [len(a) for a in arrays])
     keys, where, df = _distinct(flat)
     log_n1 = math.log(1 + len(arrays))
-    idf = log_n1 - np.log1p(df) + 1.0
+    idf = _on_grid(log_n1 - np.log1p(df) + 1.0)
     query = _feature_keys(query_features)
     at = np.minimum(np.searchsorted(keys, query), len(keys) - 1)
     seen = keys[at] == query
-    q_norm = math.sqrt(float(np.where(seen, idf[at], log_n1 + 1.0).sum()))
+    q_norm = math.sqrt(float(np.where(seen, idf[at], _on_grid(np.float64(log_n1 + 1.0))).sum()))
     in_query = np.zeros(len(keys), dtype=bool)
     in_query[at[seen]] = True
     weights = idf[where]
-    # bincount adds each text's weights in its array's order, and that order is the
-    # features' keys, not a set's iteration order (per-process string hashing), so
-    # replicas and restarts agree to the last bit
+    # The weights lie on a grid of 2^-36, so these sums are exact (up to ~8,000
+    # features a text) and do not depend on the order they are added in: two texts
+    # with equal weights tie exactly, whatever their feature keys; and bincount adds
+    # in the keys' order anyway, not a set's (per-process string hashing), so replicas
+    # and restarts agree to the last bit even past that
     norms = np.bincount(owner, weights=weights, minlength=len(arrays))
     shared = np.bincount(owner, weights=np.where(in_query[where], weights, 0.0), minlength=len(arrays))
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -130,6 +133,16 @@ def lexical_similarities(query_features: frozenset[str], texts: list[str | None]
     for i, sim in zip(present, sims.tolist(), strict=True):
         out[i] = sim
     return out
+
+
+_WEIGHT_GRID = 2.0**-36
+
+
+def _on_grid(weights: np.ndarray) -> np.ndarray:
+    """The weights rounded to multiples of 2^-36 (a relative change below 1e-11 for
+    weights >= 1): a weight under 16 then takes at most 40 of a double's 53 bits, and a
+    sum of up to 2^13 of them is exact in any order."""
+    return np.round(weights / _WEIGHT_GRID) * _WEIGHT_GRID
 
 
 def _distinct(flat: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -159,10 +172,13 @@ def lexical_features(text: str) -> frozenset[str]:
     return frozenset(words).union(pairs)
 
 
-def key_texts(texts: Iterable[str | None]) -> None:
-    """Compute and cache the texts' feature keys ahead of `lexical_similarities` (the
-    retrieve does it for its lexical matches while the query is encoded)."""
+def key_texts(texts: Iterable[str | None], stop: Callable[[], bool] = lambda: False) -> None:
+    """Compute and cache the texts' feature keys ahead of `lexical_similarities`, until
+    `stop()` says the time for it is over (the retrieve keys its lexical matches while
+    its query is encoded, and stops when the encode is done)."""
     for text in texts:
+        if stop():
+            return
         if text is not None:
             _text_keys(text)
 

@@ -39,7 +39,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import math
-from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -170,17 +169,6 @@ def lexical_features(text: str) -> frozenset[str]:
     words = lexical_tokens(text)
     pairs = {f"{a} {b}" for gap in (1, 2) for a, b in zip(words, words[gap:], strict=False)}
     return frozenset(words).union(pairs)
-
-
-def key_texts(texts: Iterable[str | None], stop: Callable[[], bool] = lambda: False) -> None:
-    """Compute and cache the texts' feature keys ahead of `lexical_similarities`, until
-    `stop()` says the time for it is over (the retrieve keys its lexical matches while
-    its query is encoded, and stops when the encode is done)."""
-    for text in texts:
-        if stop():
-            return
-        if text is not None:
-            _text_keys(text)
 
 
 @functools.lru_cache(maxsize=65_536)

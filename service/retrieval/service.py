@@ -9,7 +9,6 @@ routes (service/retrieval/log.py).
 from __future__ import annotations
 
 import dataclasses
-import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -295,16 +294,12 @@ class RetrievalService:
         # The live lexical index is searched by the texts, and a single request's
         # matches read, while the encoder (which lets go of the GIL) embeds them: a
         # retrieve waits for the longer of the two.
-        encoded = threading.Event()
         pending = (
-            _LEXICAL_SEARCHES.submit(self._lexical_live, ns, reqs, texts, partial_kinds, encoded)
+            _LEXICAL_SEARCHES.submit(self._lexical_live, ns, reqs, texts, partial_kinds)
             if lexical and view.pinned is None
             else None
         )
-        try:
-            queries = self.search.embed(texts)
-        finally:
-            encoded.set()
+        queries = self.search.embed(texts)
         live_lexical, lexical_rows = pending.result() if pending is not None else (None, None)
         # The candidate and evidence reads share one read transaction (the query is
         # encoded: nothing slow happens inside).
@@ -365,12 +360,7 @@ class RetrievalService:
         ], records
 
     def _lexical_live(
-        self,
-        ns: str,
-        reqs: list[RetrieveRequest],
-        texts: list[dict[str, str]],
-        partial_kinds: frozenset[str],
-        encoded: threading.Event,
+        self, ns: str, reqs: list[RetrieveRequest], texts: list[dict[str, str]], partial_kinds: frozenset[str]
     ) -> tuple[list[set[int]], _LexicalRows | None]:
         """The live lexical matches of every request and, for a single request, their
         candidate rows too: both need the texts, not the vectors, so they run while
@@ -385,10 +375,6 @@ class RetrievalService:
                 rows = repo.list_candidates(
                     session, ns, asked, _sql_filters(self._filters(reqs[0]), reqs[0], partial_kinds), self.embedder.name
                 )
-        # Their texts' lexical keys too, while the encoder still runs (a text not seen
-        # before costs ~20 us, most of a fresh query's ranking in a large corpus); once
-        # the query is encoded the ranking keys what is left, so this never delays it.
-        ranking.key_texts((r.lexical_text for r in rows), stop=encoded.is_set)
         return hits, _LexicalRows(frozenset(asked), {r.pk: r for r in rows})
 
     def _view(self, ns: str, reqs: list[RetrieveRequest], where: Callable[[int, str], str]) -> _View:

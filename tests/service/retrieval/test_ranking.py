@@ -151,17 +151,6 @@ def test_text_keys_are_the_keys_of_its_features(text: str) -> None:
     assert len(keys) == len(features)  # distinct features, distinct keys
 
 
-def test_key_texts_caches_the_keys_until_told_to_stop() -> None:
-    """The retrieve's lexical thread keys its matches while the query is encoded and
-    stops once it is: the texts keyed are cached, the rest are left to the ranking."""
-    ranking._text_keys.cache_clear()
-    answers = iter([False, False, True])
-    ranking.key_texts(["room 1 key", None, "room 2 key", "room 3 key"], stop=lambda: next(answers))
-    assert ranking._text_keys.cache_info().currsize == 1  # "room 1 key"; None skipped; stopped before room 2
-    ranking.key_texts(["room 2 key", "room 3 key"])
-    assert ranking._text_keys.cache_info().currsize == 3
-
-
 def test_pair_keys_are_ordered_and_unlike_word_keys() -> None:
     keys = ranking._feature_keys(frozenset({"key 3", "3 key", "key", "3"}))
     assert len(set(keys.tolist())) == 4

@@ -159,6 +159,48 @@ def _ints(values: list[int] | np.ndarray, name: str) -> np.ndarray:
         raise InvalidInput(f"{name} holds an integer beyond 64 bits", field=name, rule="int64") from None
 
 
+def _checked_masks_and_steps(
+    body: AdvantagesRequest,
+) -> dict[tuple[int, int], tuple[np.ndarray | None, np.ndarray | None]] | None:
+    """Every trajectory's sent mask (as booleans) and token_steps, checked in a few
+    numpy passes over all of them at once instead of a few per trajectory (the
+    per-trajectory checks were most of a grpo request's own work). None when any of
+    them is out of its rule, or not an array of 64-bit integers: the per-trajectory
+    checks then run as before and name the first bad value (`AdvantageService._mask`,
+    `_steps`). A trajectory that sent neither is absent."""
+    keys: list[tuple[int, int]] = []
+    masks: list[np.ndarray | None] = []
+    steps: list[np.ndarray | None] = []
+    try:
+        for gi, group in enumerate(body.groups):
+            for ti, traj in enumerate(group.trajectories):
+                if traj.mask is None and traj.token_steps is None:
+                    continue
+                keys.append((gi, ti))
+                masks.append(None if traj.mask is None else np.asarray(traj.mask, dtype=np.int64))
+                steps.append(None if traj.token_steps is None else np.asarray(traj.token_steps, dtype=np.int64))
+    except (OverflowError, TypeError, ValueError):
+        return None
+    sent_masks = [m for m in masks if m is not None]
+    if sent_masks:
+        flat = np.concatenate(sent_masks)
+        if ((flat != 0) & (flat != 1)).any():
+            return None
+    sent_steps = [x for x in steps if x is not None]
+    if sent_steps:
+        flat = np.concatenate(sent_steps)
+        if (flat < 0).any():
+            return None
+        # non-decreasing within each trajectory: the difference across a boundary
+        # between two trajectories (an index b with 0 < b < len(flat)) is left out
+        starts = np.cumsum([len(x) for x in sent_steps])[:-1]
+        inner = np.ones(max(len(flat) - 1, 0), dtype=bool)
+        inner[starts[(starts > 0) & (starts < len(flat))] - 1] = False
+        if (np.diff(flat)[inner] < 0).any():
+            return None
+    return {key: (None if m is None else m.astype(bool), x) for key, m, x in zip(keys, masks, steps, strict=True)}
+
+
 def logprob_names(body: AdvantagesRequest) -> dict[str, set[str]]:
     """The names of the teacher, pre and post logprob series the body's trajectories send."""
     names: dict[str, set[str]] = {"teacher": set(), "pre": set(), "post": set()}
@@ -223,13 +265,15 @@ class AdvantageService:
     def batch(self, body: AdvantagesRequest, need: Needs, params: Params) -> TokenBatch:
         wanted = [("teacher", n) for n in need.teachers] + [("post", n) for n in need.post]
         wanted += [("pre", n) for n in need.pre]
+        checked = _checked_masks_and_steps(body)
         groups = []
         for gi, group in enumerate(body.groups):
             members = []
             for ti, traj in enumerate(group.trajectories):
                 path = f"groups[{gi}].trajectories[{ti}]"
                 n = _length(traj, path)
-                mask = self._mask(traj, path, n)
+                given = checked.get((gi, ti)) if checked is not None else None
+                mask = given[0] if given is not None and given[0] is not None else self._mask(traj, path, n)
                 if traj.reward is None and getattr(params, "null_rewards", "refuse") == "refuse":
                     raise InvalidInput(
                         f'{path}.reward is null; send the outcome reward, or params.null_rewards: "trl" to leave '
@@ -297,7 +341,7 @@ class AdvantageService:
                         pre=named["pre"],
                         post=named["post"],
                         mask=mask,
-                        steps=self._steps(traj, path, n),
+                        steps=given[1] if given is not None and given[1] is not None else self._steps(traj, path, n),
                         entropy=self._entropy(traj, path, mask),
                         topk_teacher=topk_teacher,
                         topk_student=topk_student,

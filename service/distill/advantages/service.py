@@ -163,8 +163,8 @@ def _checked_masks_and_steps(
     body: AdvantagesRequest,
 ) -> dict[tuple[int, int], tuple[np.ndarray | None, np.ndarray | None]] | None:
     """Every trajectory's sent mask (as booleans) and token_steps, checked in a few
-    numpy passes over all of them at once instead of a few per trajectory (the
-    per-trajectory checks were most of a grpo request's own work). None when any of
+    numpy passes over all of them at once instead of a few per trajectory (~0.4 ms of
+    a 64-trajectory grpo request, docs/benchmarks.md). None when any of
     them is out of its rule, or not an array of 64-bit integers: the per-trajectory
     checks then run as before and name the first bad value (`AdvantageService._mask`,
     `_steps`). A trajectory that sent neither is absent."""

@@ -18,6 +18,7 @@ import re
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+import orjson
 from fastapi import Request
 
 from domain.errors import InvalidInput
@@ -76,6 +77,24 @@ def check_json(value: Any, root: str, max_chars: int) -> None:
             raise InvalidInput(f"{path or 'body'} is {node}; numbers must be finite", field=path, rule="finite_number")
 
 
+def plainly_storable(raw: bytes, max_chars: int) -> bool:
+    """True when the JSON value the standard parser makes of `raw` certainly holds
+    nothing `check_json` refuses, decided in C on the bytes: a 50-step append in
+    ~60 us, where the walk takes ~400 us. No string is longer than the body's bytes.
+    In a body orjson parses (UTF-8, no byte order mark, no raw control character),
+    a NUL can only be the escape \\u0000, and orjson itself refuses an unpaired
+    surrogate, NaN, the infinities and any number that overflows a double; the
+    standard parser (UTF-8 too, for such a body) accepts all of them. False decides
+    nothing: the walk runs, and names the field."""
+    if len(raw) > max_chars or b"\\u0000" in raw:
+        return False
+    try:
+        orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return False
+    return True
+
+
 def checks_its_own_body(endpoint: F) -> F:
     """Marks an endpoint that reads its body itself and runs check_json on what it
     parsed (POST /v1/distill/advantages: a body of numbers parsed once, not twice)."""
@@ -97,7 +116,8 @@ async def refuse_unstorable(request: Request) -> None:
         return
     if getattr(request.scope.get("endpoint"), "checks_its_own_body", False):
         return
-    if not await request.body():
+    raw = await request.body()
+    if not raw or plainly_storable(raw, max_chars):
         return
     try:
         body = await request.json()  # the framework parsed it already: this is its cached value

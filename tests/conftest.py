@@ -91,13 +91,17 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 
 def make_settings(database_url: str, tmp_path: Path, **overrides: Any) -> Settings:
     """Test defaults: the model-free hashing embedder (tests that need the real model
-    ask for it) and no background worker (tests drain the queue when they mean to)."""
+    ask for it), no background worker (tests drain the queue when they mean to) and
+    no freezing of the objects built at start."""
     values: dict[str, Any] = {
         "database_url": database_url,
         "data_dir": tmp_path,
         "admin_key": ADMIN_KEY,
         "embedding": {"backend": "hashing"},
         "worker": {"in_process": False},
+        # A full collection per app start would add minutes to the suite;
+        # tests/service/test_startup_objects_frozen.py runs the app with it.
+        "freeze_startup_objects": False,
     }
     values.update(overrides)
     return Settings(**values)

@@ -99,8 +99,9 @@ def make_settings(database_url: str, tmp_path: Path, **overrides: Any) -> Settin
         "admin_key": ADMIN_KEY,
         "embedding": {"backend": "hashing"},
         "worker": {"in_process": False},
-        # A full collection per app start would add minutes to the suite;
-        # tests/service/test_startup_objects_frozen.py runs the app with it.
+        # A full collection at every app start (0.1 s with just the app loaded, more as
+        # the suite's heap grows; over a thousand starts) would add minutes to the
+        # suite; tests/service/test_startup_objects_frozen.py runs the app with it.
         "freeze_startup_objects": False,
     }
     values.update(overrides)

@@ -3,10 +3,11 @@ flush; the caller commits."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
-from sqlalchemy import bindparam, delete, func, insert, inspect, select, update
+from sqlalchemy import Update, bindparam, delete, func, insert, inspect, select, update
 from sqlalchemy.orm import Session
 
 from store.evidence import delete_trajectory_evidence
@@ -27,17 +28,12 @@ class AppendTarget(NamedTuple):
     status: str
 
 
-# An append's two statements, built once: building them and their cache keys on
-# each append cost more CPU than running them (bench/ingest profile).
+# The append's read, built once: building it and its cache key on each append cost
+# more CPU than running it (bench/ingest profile); `update_trajectory` caches its own.
 _READ_APPEND_TARGET = (
     select(Trajectory.pk, Trajectory.step_count, Trajectory.status)
     .where(Trajectory.namespace == bindparam("namespace"), Trajectory.id == bindparam("id"))
     .with_for_update()
-)
-_SET_STEP_COUNT = (
-    update(Trajectory.__table__)
-    .where(Trajectory.__table__.c.pk == bindparam("target_pk"))
-    .values(step_count=bindparam("new_step_count"), updated_at=bindparam("now"))
 )
 
 
@@ -47,11 +43,6 @@ def read_append_target(session: Session, namespace: str, id: str) -> AppendTarge
     loading the ORM entity cost a fifth of an append's CPU."""
     row = session.connection().execute(_READ_APPEND_TARGET, {"namespace": namespace, "id": id}).one_or_none()
     return AppendTarget(*row) if row is not None else None
-
-
-def set_step_count(session: Session, pk: int, step_count: int) -> None:
-    """`update_trajectory(session, pk, step_count=...)`, the append's, with its statement built once."""
-    session.connection().execute(_SET_STEP_COUNT, {"target_pk": pk, "new_step_count": step_count, "now": utcnow()})
 
 
 def read_trajectories_by_ids(session: Session, namespace: str, ids: Sequence[str]) -> dict[str, Trajectory]:
@@ -90,9 +81,22 @@ def create_steps(session: Session, rows: list[dict[str, Any]]) -> None:
 
 def update_trajectory(session: Session, pk: int, **values: Any) -> None:
     """A core UPDATE on the session's connection: a Trajectory loaded in this session
-    keeps its old values until refreshed."""
+    keeps its old values until refreshed. The statement is built once per set of
+    columns (`_update_statement`): every append runs one."""
     values.setdefault("updated_at", utcnow())
-    session.connection().execute(update(Trajectory.__table__).where(Trajectory.pk == pk).values(**values))
+    params = {f"new_{name}": value for name, value in values.items()}
+    session.connection().execute(_update_statement(tuple(sorted(values))), {"target_pk": pk, **params})
+
+
+@functools.cache
+def _update_statement(columns: tuple[str, ...]) -> Update:
+    """`update_trajectory`'s UPDATE of these columns, each value a bound parameter `new_<column>`."""
+    table = Trajectory.__table__
+    return (
+        update(table)
+        .where(table.c.pk == bindparam("target_pk"))
+        .values({name: bindparam(f"new_{name}", type_=table.c[name].type) for name in columns})
+    )
 
 
 _INSERT_STEP = insert(Step.__table__)

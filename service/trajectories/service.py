@@ -215,7 +215,7 @@ class TrajectoryService:
                 )
             if plan.rows:
                 repo.create_steps(session, plan.rows)
-                repo.set_step_count(session, traj.pk, plan.next_index)
+                repo.update_trajectory(session, traj.pk, step_count=plan.next_index)
             return StepsAppended(
                 trajectory_id=id,
                 step_count=max(plan.next_index, traj.step_count),

@@ -6,14 +6,23 @@ never behind SQL and needs no catch-up.
 Queries are the distinct word tokens of the query text OR-ed together: a state
 that shares a rare token ("20 steps left") ranks above one that shares only
 common ones.
+
+Each row also stores its text's feature keys (`text_keys`: the words and the
+ordered pairs one or two apart, as sorted 64-bit keys), which the ranking's
+lexical similarity reads with the candidate: keying a text takes ~20-30 us, and a
+fresh query's candidates are mostly texts the process has not keyed yet. The keys
+are the same in every process; a change to how they are made needs a migration
+that rewrites them (as 0019 wrote them first).
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
 import re
 from collections.abc import Callable, Sequence
 
+import numpy as np
 from sqlalchemy import TextClause, text
 from sqlalchemy.orm import Session
 
@@ -39,11 +48,85 @@ def replace_token(value: str, index: int, word: str) -> str:
 
 
 def update_lexical_text(session: Session, *, reflection_pk: int, namespace: str, kind: str, text_: str) -> None:
-    """Insert or replace a reflection's lexical text."""
+    """Insert or replace a reflection's lexical text and its feature keys."""
+    keys = keys_blob(text_keys(text_))
     stmt = dialect_insert(session)(LexicalText).values(
-        reflection_pk=reflection_pk, namespace=namespace, kind=kind, text=text_
+        reflection_pk=reflection_pk, namespace=namespace, kind=kind, text=text_, keys=keys
     )
-    session.execute(stmt.on_conflict_do_update(index_elements=["reflection_pk"], set_={"text": text_, "kind": kind}))
+    session.execute(
+        stmt.on_conflict_do_update(index_elements=["reflection_pk"], set_={"text": text_, "kind": kind, "keys": keys})
+    )
+
+
+# -- feature keys ------------------------------------------------------------
+
+
+@functools.lru_cache(maxsize=65_536)
+def text_keys(value: str) -> np.ndarray:
+    """A text's lexical features as sorted, distinct 64-bit keys: its word tokens'
+    (`word_key`) and those of each ordered pair of tokens one or two positions apart
+    (`pair_keys` of the two words' keys), so "the key is 3 steps" has "key is",
+    "is 3" and "key 3". The same as `feature_keys` of the feature strings, without
+    building them. Cached for texts that are not stored with their keys (a
+    snapshot's, a calibration's); read-only, since cached arrays are shared."""
+    words = np.fromiter(map(word_key, tokens(value)), dtype=np.uint64)
+    pairs = pair_keys(np.concatenate((words[:-1], words[:-2])), np.concatenate((words[1:], words[2:])))
+    keys = np.concatenate((words, pairs))
+    keys.sort()
+    if len(keys) > 1:  # a repeated word or pair is one feature
+        keys = keys[np.concatenate(([True], keys[1:] != keys[:-1]))]
+    keys.setflags(write=False)
+    return keys
+
+
+@functools.lru_cache(maxsize=4_096)
+def feature_keys(features: frozenset[str]) -> np.ndarray:
+    """Feature strings as sorted 64-bit keys: a word's is its `word_key`, a pair's
+    ("a b") `pair_keys` of its words' keys. Two of a million features share a key with
+    odds of about 3e-8, which would only merge their weights. Read-only (cached)."""
+    words = [f for f in features if " " not in f]
+    pairs = [f.split(" ") for f in features if " " in f]
+    firsts = np.fromiter((word_key(a) for a, _ in pairs), dtype=np.uint64, count=len(pairs))
+    seconds = np.fromiter((word_key(b) for _, b in pairs), dtype=np.uint64, count=len(pairs))
+    keys = np.concatenate((np.fromiter(map(word_key, words), dtype=np.uint64), pair_keys(firsts, seconds)))
+    keys.sort()
+    keys.setflags(write=False)
+    return keys
+
+
+@functools.lru_cache(maxsize=65_536)
+def word_key(word: str) -> int:
+    """BLAKE2b of the word, 64 bits: the same in every process, unlike hash()."""
+    return int.from_bytes(hashlib.blake2b(word.encode(), digest_size=8).digest(), "little")
+
+
+_PAIR_MULTIPLIER = np.uint64(0x9E3779B97F4A7C15)
+_MIX_1 = np.uint64(0xFF51AFD7ED558CCD)
+_MIX_2 = np.uint64(0xC4CEB9FE1A85EC53)
+_SHIFT = np.uint64(33)
+
+
+def pair_keys(firsts: np.ndarray, seconds: np.ndarray) -> np.ndarray:
+    """The ordered pairs' keys: MurmurHash3's 64-bit finaliser (a bijection) of
+    first * φ·2^64 xor second, so "a b" and "b a" differ and a pair's key is as unlike
+    every word's as two words' keys are unlike each other (uint64 arithmetic wraps)."""
+    x = (firsts * _PAIR_MULTIPLIER) ^ seconds
+    x ^= x >> _SHIFT
+    x *= _MIX_1
+    x ^= x >> _SHIFT
+    x *= _MIX_2
+    x ^= x >> _SHIFT
+    return x
+
+
+def keys_blob(keys: np.ndarray) -> bytes:
+    """Keys as stored: little-endian uint64, in order."""
+    return keys.astype("<u8", copy=False).tobytes()
+
+
+def keys_from_blob(blob: bytes) -> np.ndarray:
+    """`keys_blob`'s keys back, as a read-only array over the bytes (no copy)."""
+    return np.frombuffer(blob, dtype="<u8").astype(np.uint64, copy=False)
 
 
 def query_words(query: str) -> list[str]:

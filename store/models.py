@@ -357,6 +357,10 @@ class LexicalText(Base):
     namespace: Mapped[str] = mapped_column(String(64))
     kind: Mapped[str] = mapped_column(String(16))
     text: Mapped[str] = mapped_column(Text)
+    # the text's feature keys (store.lexical.text_keys, as keys_blob), read with a
+    # candidate so that ranking never keys a stored text; NULL only for a row written
+    # by code older than migration 0019 (ranking then keys the text)
+    keys: Mapped[bytes | None] = mapped_column(LargeBinary, nullable=True)
 
 
 class IndexChange(Base):

@@ -19,6 +19,7 @@ from bench.common.agent_states import AgentState
 from bench.common.output import progress
 from bench.retrieval.config import BATCH, ID_PREFIX
 from store.database import create_db_engine
+from store.lexical import keys_blob, text_keys
 from store.models import Embedding, IndexChange, LexicalText, Namespace, Reflection, ReflectionEvidence, Trajectory
 from tests.factories import exemplar_draft, step_row, trajectory_row
 
@@ -132,7 +133,13 @@ def populate(url: str, namespace: str, states: list[AgentState], vectors: np.nda
                 conn.execute(
                     insert(LexicalText),
                     [
-                        {"reflection_pk": pk, "namespace": namespace, "kind": "exemplar", "text": texts[i % u]}
+                        {
+                            "reflection_pk": pk,
+                            "namespace": namespace,
+                            "kind": "exemplar",
+                            "text": texts[i % u],
+                            "keys": keys_blob(text_keys(texts[i % u])),
+                        }
                         for i, pk in zip(range(start, end), pks, strict=True)
                     ],
                 )

@@ -93,6 +93,7 @@ from store import retrievals as retrievals_repo
 from store import trajectories as trajectories_repo
 from store.database import create_db_engine
 from store.embedding import DEFAULT_MODEL_NAME
+from store.lexical import keys_blob, text_keys
 from store.models import (
     ApiKey,
     Embedding,
@@ -1226,7 +1227,13 @@ class _Writer:
                     embedded.append((r, fld, text_hash(txt) if hashed else None, when))
                 if hashed and "state" in texts:
                     rows["lexical_texts"].append(
-                        {"reflection_pk": r.pk, "namespace": plan.ns, "kind": r.kind, "text": texts["state"]}
+                        {
+                            "reflection_pk": r.pk,
+                            "namespace": plan.ns,
+                            "kind": r.kind,
+                            "text": texts["state"],
+                            "keys": keys_blob(text_keys(texts["state"])),
+                        }
                     )
             vecs = _unit_vectors(plan.vector_rng, len(embedded), self.dim)
             e_first = self.keys.take("embeddings", len(embedded))

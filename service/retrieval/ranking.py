@@ -37,7 +37,6 @@ Ties break exact first, then newest, then by pk, so equal inputs give equal outp
 from __future__ import annotations
 
 import functools
-import hashlib
 import math
 from dataclasses import dataclass
 from datetime import datetime
@@ -45,6 +44,7 @@ from datetime import datetime
 import numpy as np
 
 from domain.settings import RankingSettings
+from store.lexical import feature_keys, text_keys
 from store.lexical import tokens as lexical_tokens
 
 PRIOR_STRENGTH = 2.0
@@ -84,7 +84,13 @@ def joint_similarity(state: float, internal: float | None, weight: float) -> flo
 
 
 def lexical_similarities(query_features: frozenset[str], texts: list[str | None]) -> list[float | None]:
-    """Per candidate text, the cosine of its feature set with the query's under
+    """`lexical_similarities_of_keys` of the texts' feature keys (`store.lexical.text_keys`)."""
+    return lexical_similarities_of_keys(query_features, [None if t is None else text_keys(t) for t in texts])
+
+
+def lexical_similarities_of_keys(query_features: frozenset[str], docs: list[np.ndarray | None]) -> list[float | None]:
+    """Per candidate text, given as its sorted feature keys (`store.lexical.text_keys`,
+    stored with the text), the cosine of its feature set with the query's under
     √idf weights, the inverse document frequencies taken over the candidates:
 
         idf(f) = ln((1 + n) / (1 + df(f))) + 1          over the n candidate texts
@@ -97,13 +103,13 @@ def lexical_similarities(query_features: frozenset[str], texts: list[str | None]
     common ones (bench/retrieval/quality.py, docs/retrieval.md). The idf weights are
     rounded to a grid (`_on_grid`) so that equal features tie exactly. None for a
     candidate without a lexical text, or when the query has no words."""
-    out: list[float | None] = [None] * len(texts)
-    present = [i for i, t in enumerate(texts) if t is not None]
+    out: list[float | None] = [None] * len(docs)
+    present = [i for i, d in enumerate(docs) if d is not None]
     if not query_features or not present:
         return out
-    # Each text is its sorted array of feature keys (`_text_keys`), so this runs as a
-    # few numpy passes over all candidates' features at once instead of Python loops.
-    arrays = [_text_keys(texts[i]) for i in present]  # type: ignore[arg-type]
+    # Each text is its sorted array of feature keys, so this runs as a few numpy
+    # passes over all candidates' features at once instead of Python loops.
+    arrays: list[np.ndarray] = [docs[i] for i in present]  # type: ignore[misc]
     flat = np.concatenate(arrays)
     if not len(flat):  # no candidate text has a word: nothing in common with any
         for i in present:
@@ -113,7 +119,7 @@ def lexical_similarities(query_features: frozenset[str], texts: list[str | None]
     keys, where, df = _distinct(flat)
     log_n1 = math.log(1 + len(arrays))
     idf = _on_grid(log_n1 - np.log1p(df) + 1.0)
-    query = _feature_keys(query_features)
+    query = feature_keys(query_features)
     at = np.minimum(np.searchsorted(keys, query), len(keys) - 1)
     seen = keys[at] == query
     q_norm = math.sqrt(float(np.where(seen, idf[at], _on_grid(np.float64(log_n1 + 1.0))).sum()))
@@ -169,64 +175,6 @@ def lexical_features(text: str) -> frozenset[str]:
     words = lexical_tokens(text)
     pairs = {f"{a} {b}" for gap in (1, 2) for a, b in zip(words, words[gap:], strict=False)}
     return frozenset(words).union(pairs)
-
-
-@functools.lru_cache(maxsize=65_536)
-def _text_keys(text: str) -> np.ndarray:
-    """A candidate text's feature keys, the same as `_feature_keys(lexical_features(text))`
-    without building the strings: the words' keys, and each pair's mixed from its
-    words' keys in numpy (21 us instead of 79 for a text of ~36 words not seen before,
-    which most candidates of a fresh query in a large corpus are). Cached like its
-    features (~80 features a text, the arrays hold ~40 MB)."""
-    words = np.fromiter(map(_word_key, lexical_tokens(text)), dtype=np.uint64)
-    pairs = _pair_keys(np.concatenate((words[:-1], words[:-2])), np.concatenate((words[1:], words[2:])))
-    keys = np.concatenate((words, pairs))
-    keys.sort()
-    if len(keys) > 1:  # a repeated word or pair is one feature
-        keys = keys[np.concatenate(([True], keys[1:] != keys[:-1]))]
-    keys.setflags(write=False)
-    return keys
-
-
-@functools.lru_cache(maxsize=4_096)
-def _feature_keys(features: frozenset[str]) -> np.ndarray:
-    """The features as sorted 64-bit keys: a word's is its `_word_key`, a pair's ("a b")
-    `_pair_keys` of its words' keys. The same in every process (no string hashing);
-    two of a million features share a key with odds of about 3e-8, which would only
-    merge their weights. Read-only: cached arrays are shared."""
-    words = [f for f in features if " " not in f]
-    pairs = [f.split(" ") for f in features if " " in f]
-    firsts = np.fromiter((_word_key(a) for a, _ in pairs), dtype=np.uint64, count=len(pairs))
-    seconds = np.fromiter((_word_key(b) for _, b in pairs), dtype=np.uint64, count=len(pairs))
-    keys = np.concatenate((np.fromiter(map(_word_key, words), dtype=np.uint64), _pair_keys(firsts, seconds)))
-    keys.sort()
-    keys.setflags(write=False)
-    return keys
-
-
-@functools.lru_cache(maxsize=65_536)
-def _word_key(word: str) -> int:
-    """BLAKE2b of the word, 64 bits: the same in every process, unlike hash()."""
-    return int.from_bytes(hashlib.blake2b(word.encode(), digest_size=8).digest(), "little")
-
-
-_PAIR_MULTIPLIER = np.uint64(0x9E3779B97F4A7C15)
-_MIX_1 = np.uint64(0xFF51AFD7ED558CCD)
-_MIX_2 = np.uint64(0xC4CEB9FE1A85EC53)
-_SHIFT = np.uint64(33)
-
-
-def _pair_keys(firsts: np.ndarray, seconds: np.ndarray) -> np.ndarray:
-    """The ordered pairs' keys: MurmurHash3's 64-bit finaliser (a bijection) of
-    first * φ·2^64 xor second, so "a b" and "b a" differ and a pair's key is as unlike
-    every word's as two words' keys are unlike each other (uint64 arithmetic wraps)."""
-    x = (firsts * _PAIR_MULTIPLIER) ^ seconds
-    x ^= x >> _SHIFT
-    x *= _MIX_1
-    x ^= x >> _SHIFT
-    x *= _MIX_2
-    x ^= x >> _SHIFT
-    return x
 
 
 def relevance(dense: float, lexical: float | None, weight: float) -> float:

@@ -13,9 +13,10 @@ from typing import Any
 
 import numpy as np
 import orjson
-from sqlalchemy import Select, Text, and_, bindparam, cast, exists, select
+from sqlalchemy import Select, Text, and_, bindparam, cast, exists, null, select
 from sqlalchemy.orm import Session
 
+from store.lexical import keys_from_blob, text_keys
 from store.models import (
     Embedding,
     LexicalText,
@@ -138,6 +139,7 @@ class CandidateRow:
     vectors: dict[str, np.ndarray] = field(default_factory=dict)
     text_hashes: dict[str, str | None] = field(default_factory=dict)  # field -> hash of the text encoded
     lexical_text: str | None = None  # its state text in the lexical index
+    stored_keys: bytes | None = None  # that text's feature keys as stored (store.lexical.keys_blob)
     # hashes of every internal-state text its evidence was seen with (a merged
     # exemplar's occurrences), beside text_hashes["internal"] (its first one's)
     internal_hashes: frozenset[str] = frozenset()
@@ -145,6 +147,13 @@ class CandidateRow:
     @property
     def content(self) -> dict[str, Any]:
         return orjson.loads(self.content_json)
+
+    def lexical_keys(self) -> np.ndarray | None:
+        """The lexical text's feature keys: as stored, else made from the text (a
+        snapshot's rows, which keep the text only; a row older than migration 0019)."""
+        if self.stored_keys is not None:
+            return keys_from_blob(self.stored_keys)
+        return None if self.lexical_text is None else text_keys(self.lexical_text)
 
 
 _CANDIDATE_FIELDS = (
@@ -228,12 +237,14 @@ def list_candidates(
         bool(f.exclude_trajectory_ids),
     )
     out: dict[int, CandidateRow] = {}
-    for *columns, fld, blob, digest, lexical, internal in session.connection().execute(stmt, params):
+    for *columns, fld, blob, digest, lexical, keys, internal in session.connection().execute(stmt, params):
         row = out.get(columns[0])
         if row is None:
             # JSON text parsed once per candidate, not by the driver for each field's row
             hashes = frozenset(orjson.loads(internal) or ()) if internal else frozenset()
-            row = out[columns[0]] = CandidateRow(*columns, lexical_text=lexical, internal_hashes=hashes)
+            row = out[columns[0]] = CandidateRow(
+                *columns, lexical_text=lexical, stored_keys=keys, internal_hashes=hashes
+            )
         row.vectors[fld] = np.frombuffer(blob, dtype="<f4")
         row.text_hashes[fld] = digest
     return list(out.values())
@@ -253,9 +264,17 @@ def _candidate_statement(
     every value a bound parameter named as in its `params`."""
     r: Any
     if not pinned:
-        r, emb, lexical_text = Reflection, Embedding, LexicalText.text
+        r, emb, lexical = Reflection, Embedding, LexicalText
         stmt = (
-            select(*_columns(r), emb.field, emb.vector, emb.text_hash, lexical_text, cast(r.internal_hashes, Text))
+            select(
+                *_columns(r),
+                emb.field,
+                emb.vector,
+                emb.text_hash,
+                lexical.text,
+                lexical.keys,
+                cast(r.internal_hashes, Text),
+            )
             .join(emb, and_(emb.reflection_pk == r.pk, emb.model == bindparam("model")))
             .outerjoin(LexicalText, LexicalText.reflection_pk == r.pk)
         )
@@ -265,7 +284,9 @@ def _candidate_statement(
     else:
         r, emb = SnapshotReflection, SnapshotEmbedding
         internal = cast(r.internal_hashes, Text)
-        stmt = select(*_columns(r), emb.field, emb.vector, emb.text_hash, r.lexical_text, internal).join(
+        # a snapshot keeps the lexical text, not its keys
+        keys = null().label("keys")
+        stmt = select(*_columns(r), emb.field, emb.vector, emb.text_hash, r.lexical_text, keys, internal).join(
             emb,
             and_(emb.snapshot_pk == r.snapshot_pk, emb.reflection_pk == r.pk, emb.model == bindparam("model")),
         )

@@ -564,7 +564,7 @@ class RetrievalService:
         """Lexical similarities, state-keyed and task-keyed candidates each among their own."""
         out: list[float | None] = [None] * len(rows)
         for idx in _keyed_groups(rows):
-            sims = ranking.lexical_similarities(words(rows[idx[0]].kind), [rows[i].lexical_text for i in idx])
+            sims = ranking.lexical_similarities_of_keys(words(rows[idx[0]].kind), [rows[i].lexical_keys() for i in idx])
             for i, sim in zip(idx, sims, strict=True):
                 out[i] = sim
         return out

@@ -19,7 +19,8 @@ import numpy as np
 import pytest
 from alembic.script import ScriptDirectory
 from fastapi.testclient import TestClient
-from sqlalchemy import Engine, MetaData, create_engine, select, text
+from sqlalchemy import Engine, MetaData, create_engine, inspect, select, text
+from sqlalchemy.orm import Session
 
 from domain.hashing import task_hash, text_hash
 from domain.settings import StateTextSettings
@@ -27,6 +28,7 @@ from domain.state_text import state_text
 from migrations import HERE, downgrade, upgrade
 from reflectors.reindex import rebuild_internal_hashes, reindex
 from service.app import create_app
+from store import lexical
 from store.database import Database
 from store.embedding import build_embedder
 from store.models import Reflection
@@ -395,4 +397,55 @@ def test_0016_downgrades_and_upgrades_with_data(fresh_url: str, tmp_path: Path) 
     with engine.connect() as conn:
         assert conn.execute(select(head.tables["api_keys"].c.last_used_at)).scalars().all() == [None]
         assert conn.execute(select(head.tables["namespace_setting_changes"])).all() == []
+    engine.dispose()
+
+
+def test_0019_stores_each_lexical_texts_keys_and_keeps_the_full_text_index(fresh_url: str) -> None:
+    """Up to 0019 fills in every stored lexical text's feature keys (in chunks: more
+    rows than one), and the engine's full-text index still finds each text by its
+    words, and an edited text by its new words only; down to 0018 drops only the
+    keys, and up again fills them in again."""
+    rows = _rows(b"\0" * 4 * 8, "hashing", 8)
+    template = rows["reflections"][0]
+    n = 2_100  # more than the migration's chunk of 2,000
+    rows["reflections"] = [template | {"pk": pk, "id": f"ex_{pk}"} for pk in range(1, n + 1)]
+    for name in ("reflection_evidence", "reflection_versions", "embeddings", "index_changes", "retrieval_items"):
+        rows.pop(name, None)
+    texts = {pk: f"You are in room {pk}. A red key lies on the table." for pk in range(1, n + 1)}
+    rows["lexical_texts"] = [
+        {"reflection_pk": pk, "namespace": NS, "kind": "exemplar", "text": t} for pk, t in texts.items()
+    ]
+    upgrade(fresh_url, "0018")
+    engine = create_engine(fresh_url)
+    old = MetaData()
+    old.reflect(engine)
+    with engine.begin() as conn:
+        for name, table_rows in rows.items():
+            table = old.tables[name]
+            conn.execute(table.insert(), [{k: v for k, v in row.items() if k in table.c} for row in table_rows])
+    before = _snapshot(fresh_url, old)
+
+    def keys_and_matches() -> tuple[dict[int, bytes | None], list[int]]:
+        with Session(engine) as session:
+            keys = {pk: blob for pk, blob in session.execute(text("SELECT reflection_pk, keys FROM lexical_texts"))}
+            found = [pk for pk, _ in lexical.list_lexical_matches(session, NS, ["exemplar"], "room 2077", 5)]
+        return keys, found
+
+    upgrade(fresh_url)
+    assert _snapshot(fresh_url, old) == before  # nothing else changed
+    keys, found = keys_and_matches()
+    assert keys == {pk: lexical.keys_blob(lexical.text_keys(t)) for pk, t in texts.items()}
+    assert found[0] == 2077
+    with engine.begin() as conn:  # an edit: the full-text index follows the new words
+        conn.execute(text("UPDATE lexical_texts SET text = 'A blue door.' WHERE reflection_pk = 2077"))
+    assert keys_and_matches()[1][:1] != [2077]
+    with Session(engine) as session:
+        assert [pk for pk, _ in lexical.list_lexical_matches(session, NS, ["exemplar"], "blue door", 5)] == [2077]
+
+    downgrade(fresh_url, "0018")
+    assert "keys" not in {c["name"] for c in inspect(engine).get_columns("lexical_texts")}
+    upgrade(fresh_url)
+    keys, _ = keys_and_matches()
+    assert keys[2077] == lexical.keys_blob(lexical.text_keys("A blue door."))
+    assert all(blob is not None for blob in keys.values())
     engine.dispose()

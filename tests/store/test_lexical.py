@@ -1,10 +1,12 @@
 """The lexical index of state text on both engines (SQLite FTS5, PostgreSQL
 tsvector + GIN): numbers and short words are tokens, the rarer shared token ranks
 higher, namespaces and kinds stay apart, replacing and deleting keep the engine's
-index in step (a reflection's delete cascades)."""
+index in step (a reflection's delete cascades), each text's feature keys are stored
+with it."""
 
 from __future__ import annotations
 
+import numpy as np
 from sqlalchemy import delete
 
 from store import lexical
@@ -66,6 +68,10 @@ def test_search_ranks_shared_rare_tokens_and_keeps_namespaces_apart(database_url
         with db.read() as s:
             assert lexical.list_lexical_matches(s, "mem", ["exemplar"], "key", 5) == []
             assert [k for k, _ in lexical.list_lexical_matches(s, "mem", ["exemplar"], "lamp", 5)] == [pks["d"]]
+            # each text's feature keys are stored with it, and replaced with it
+            for key, text in (STATES | {"d": "a lamp"}).items():
+                keys = lexical.keys_from_blob(s.get(LexicalText, pks[key]).keys)
+                assert np.array_equal(keys, lexical.text_keys(text)) and len(keys) > 0
         with db.write() as s:  # deleting the reflection takes its lexical text (and the engine's entry) with it
             s.execute(delete(Reflection).where(Reflection.pk == pks["b"]))
         with db.read() as s:

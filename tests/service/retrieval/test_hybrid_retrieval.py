@@ -11,9 +11,11 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import delete
+from sqlalchemy import delete, select, update
 
 from reflectors.reindex import reindex
+from service.retrieval import repository as retrieval_repo
+from store import lexical
 from store.models import LexicalText
 from tests.factories import step
 from tests.fixtures import create_namespace, drain, post_trajectory
@@ -90,3 +92,31 @@ def test_reindex_rebuilds_the_lexical_index(api: TestClient) -> None:
     reindex(services.db, services.embedder, services.registry, ["h"])
     items = {i["content"]["observation"]: i for i in retrieve(api, "h", QUERY)}
     assert items[DOOR2]["lexical_similarity"] == pytest.approx(0.640, abs=1e-3)
+
+
+def test_a_candidates_keys_are_read_as_stored_and_made_from_its_text_without_them(
+    api: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The worker stores each lexical text's feature keys beside it, and ranking reads
+    them instead of keying the text; a row without them (written before migration
+    0019) is keyed from its text, to the same similarities to the bit."""
+    services = api.app.state.services  # type: ignore[attr-defined]
+    with services.db.read() as s:
+        stored = s.execute(select(LexicalText.text, LexicalText.keys)).all()
+    assert len(stored) == 3 and all(keys == lexical.keys_blob(lexical.text_keys(t)) for t, keys in stored)
+
+    def never(text: str) -> None:
+        raise AssertionError(f"keyed a stored text: {text!r}")
+
+    def ranked(items: list[dict[str, Any]]) -> list[tuple[Any, ...]]:  # (the score's recency moves with the clock)
+        return [(i["id"], i["lexical_similarity"], i["similarity"]) for i in items]
+
+    with monkeypatch.context() as patched:
+        patched.setattr(retrieval_repo, "text_keys", never)
+        served = ranked(retrieve(api, "h", QUERY))
+    with services.db.write() as s:
+        s.execute(update(LexicalText).values(keys=None))
+    keyed: list[str] = []
+    monkeypatch.setattr(retrieval_repo, "text_keys", lambda text: keyed.append(text) or lexical.text_keys(text))
+    assert ranked(retrieve(api, "h", QUERY)) == served
+    assert sorted(keyed) == sorted(t for t, _ in stored)

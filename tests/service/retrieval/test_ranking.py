@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from domain.settings import RankingSettings
 from service.retrieval import ranking
+from store import lexical as lexical_index
 
 NOW = datetime(2026, 12, 1, tzinfo=UTC)
 
@@ -146,13 +147,14 @@ def test_text_keys_are_the_keys_of_its_features(text: str) -> None:
     import numpy as np
 
     features = ranking.lexical_features(text)
-    keys = ranking._text_keys(text)
-    assert np.array_equal(keys, ranking._feature_keys(features))
+    keys = lexical_index.text_keys(text)
+    assert np.array_equal(keys, lexical_index.feature_keys(features))
     assert len(keys) == len(features)  # distinct features, distinct keys
+    assert np.array_equal(lexical_index.keys_from_blob(lexical_index.keys_blob(keys)), keys)  # as stored and read back
 
 
 def test_pair_keys_are_ordered_and_unlike_word_keys() -> None:
-    keys = ranking._feature_keys(frozenset({"key 3", "3 key", "key", "3"}))
+    keys = lexical_index.feature_keys(frozenset({"key 3", "3 key", "key", "3"}))
     assert len(set(keys.tolist())) == 4
 
 

@@ -162,20 +162,26 @@ class CandidateSearch:
         lexical: bool,
         live_lexical: list[set[int]] | None = None,
         pinned: PinnedMemory | None = None,
+        dense: list[Hits] | None = None,
     ) -> list[Hits]:
         """The first search of every request, batched by kind (requests asking for the
         same kinds are searched together), and with `lexical` its lexical matches: the
-        pinned lexicon's under a snapshot, else `live_lexical` (`lexical_hits_live`)."""
-        out: list[Hits] = [(set(), True) for _ in reqs]
-        groups: dict[tuple[str, ...], list[int]] = {}
-        for i, req in enumerate(reqs):
-            groups.setdefault(tuple(req.kinds), []).append(i)
-        for kinds, members in groups.items():
-            found = self.search(
-                ns, list(kinds), [queries[i] for i in members], [self.fetch_size(reqs[i]) for i in members], pinned
-            )
-            for i, hit in zip(members, found, strict=True):
-                out[i] = hit
+        pinned lexicon's under a snapshot, else `live_lexical` (`lexical_hits_live`).
+        `dense`: this call's dense search without `lexical`, made already (it is not
+        made again)."""
+        if dense is not None:
+            out: list[Hits] = [(set(pks), exhausted) for pks, exhausted in dense]
+        else:
+            out = [(set(), True) for _ in reqs]
+            groups: dict[tuple[str, ...], list[int]] = {}
+            for i, req in enumerate(reqs):
+                groups.setdefault(tuple(req.kinds), []).append(i)
+            for kinds, members in groups.items():
+                found = self.search(
+                    ns, list(kinds), [queries[i] for i in members], [self.fetch_size(reqs[i]) for i in members], pinned
+                )
+                for i, hit in zip(members, found, strict=True):
+                    out[i] = hit
         if lexical and pinned is not None:
             for i, (req, query) in enumerate(zip(reqs, queries, strict=True)):
                 out[i][0].update(self._lexical_hits(req, query.texts, pinned.lexicon.matches))

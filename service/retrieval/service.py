@@ -113,14 +113,20 @@ class _Prefetched:
 
 
 @dataclass(frozen=True)
-class _LexicalRows:
-    """A single request's live lexical matches and their candidate rows, read by the
-    lexical search's thread while the query is encoded: after the encode only the
-    dense search's rows are left to read. `asked`: the pks read (a row that failed
-    the filters is absent from `rows`, and is not asked again)."""
+class _ReadRows:
+    """Candidate rows of a single request read before its candidates are ranked: its
+    live lexical matches' (read by the lexical search's thread while the query is
+    encoded), and on a cache hit its dense hits' too (read while that search runs).
+    `asked`: the pks read (a row that failed the filters is absent from `rows`, and
+    is not asked again)."""
 
     asked: frozenset[int]
     rows: dict[int, repo.CandidateRow]
+
+    def __or__(self, other: _ReadRows | None) -> _ReadRows:
+        if other is None:
+            return self
+        return _ReadRows(self.asked | other.asked, self.rows | other.rows)
 
 
 @dataclass
@@ -300,19 +306,27 @@ class RetrievalService:
             else None
         )
         queries = self.search.embed(texts)
+        dense: list[Hits] | None = None
+        dense_rows: _ReadRows | None = None
+        if pending is not None and len(reqs) == 1 and not pending.done():
+            # The encode was shorter than the lexical search (a cached query): search
+            # the vectors and read their rows while that search finishes.
+            dense = self.search.first_hits(ns, reqs, queries, lexical=False)
+            dense_rows = self._read_rows(ns, reqs[0], dense[0][0], partial_kinds)
         live_lexical, lexical_rows = pending.result() if pending is not None else (None, None)
+        read_rows = lexical_rows | dense_rows if lexical_rows is not None else dense_rows
         # The candidate and evidence reads share one read transaction (the query is
         # encoded: nothing slow happens inside).
         with self.db.one_read():
             first_hits = self.search.first_hits(
-                ns, reqs, queries, lexical=lexical, live_lexical=live_lexical, pinned=view.pinned
+                ns, reqs, queries, lexical=lexical, live_lexical=live_lexical, pinned=view.pinned, dense=dense
             )
             prefetched = self._prefetch(ns, reqs, first_hits, view, partial_kinds) if len(reqs) > 1 else None
             served = [
                 self._serve(
                     ns,
                     self._candidates(
-                        ns, req, view, query, baseline, hits, prefetched, lexical_rows, partial_kinds=partial_kinds
+                        ns, req, view, query, baseline, hits, prefetched, read_rows, partial_kinds=partial_kinds
                     ),
                     req,
                     holdout_rate,
@@ -361,7 +375,7 @@ class RetrievalService:
 
     def _lexical_live(
         self, ns: str, reqs: list[RetrieveRequest], texts: list[dict[str, str]], partial_kinds: frozenset[str]
-    ) -> tuple[list[set[int]], _LexicalRows | None]:
+    ) -> tuple[list[set[int]], _ReadRows | None]:
         """The live lexical matches of every request and, for a single request, their
         candidate rows too: both need the texts, not the vectors, so they run while
         the encoder (which lets go of the GIL) embeds the texts. A batch reads its
@@ -370,12 +384,16 @@ class RetrievalService:
             hits = self.search.lexical_hits_live(ns, reqs, texts)
             if len(reqs) != 1 or not hits[0]:
                 return hits, None
-            asked = sorted(hits[0])
-            with self.db.read() as session:
-                rows = repo.list_candidates(
-                    session, ns, asked, _sql_filters(self._filters(reqs[0]), reqs[0], partial_kinds), self.embedder.name
-                )
-        return hits, _LexicalRows(frozenset(asked), {r.pk: r for r in rows})
+            return hits, self._read_rows(ns, reqs[0], hits[0], partial_kinds)
+
+    def _read_rows(self, ns: str, req: RetrieveRequest, pks: set[int], partial_kinds: frozenset[str]) -> _ReadRows:
+        """The live candidate rows among `pks` that pass the request's row filters."""
+        asked = sorted(pks)
+        with self.db.read() as session:
+            rows = repo.list_candidates(
+                session, ns, asked, _sql_filters(self._filters(req), req, partial_kinds), self.embedder.name
+            )
+        return _ReadRows(frozenset(asked), {r.pk: r for r in rows})
 
     def _view(self, ns: str, reqs: list[RetrieveRequest], where: Callable[[int, str], str]) -> _View:
         """What the requests read: the live namespace, or one snapshot (its settings,
@@ -475,7 +493,7 @@ class RetrievalService:
         baseline: float,
         first_hits: Hits,
         prefetched: _Prefetched | None = None,
-        lexical_rows: _LexicalRows | None = None,
+        read_rows: _ReadRows | None = None,
         *,
         partial_kinds: frozenset[str] = frozenset(),
     ) -> _Scored:
@@ -506,14 +524,14 @@ class RetrievalService:
                     ]
                 prefetched = None
             else:
-                asked = lexical_rows.asked if lexical_rows is not None else frozenset()
+                asked = read_rows.asked if read_rows is not None else frozenset()
                 with self.db.read() as session:
                     rows = repo.list_candidates(
                         session, ns, sorted(pks - asked), sql_filters, self.embedder.name, snapshot_pk
                     )
-                    if lexical_rows is not None:  # the first round: the lexical matches' rows are read
-                        rows = sorted([*rows, *lexical_rows.rows.values()], key=lambda r: r.pk)
-                        lexical_rows = None
+                    if read_rows is not None:  # the first round: some rows are read already
+                        rows = sorted([*rows, *read_rows.rows.values()], key=lambda r: r.pk)
+                        read_rows = None
                     if split:
                         cites = repo.list_citations(session, ns, [r.pk for r in rows], snapshot_pk)
                         rows = [r for r in rows if _admits(filters, sql_filters, r, cites.get(r.pk, []), partial_kinds)]

@@ -1,16 +1,20 @@
 """A single retrieve reads its lexical matches' candidate rows in the lexical search's
 thread, while the query is encoded (`RetrievalService._lexical_live`), and only the
-dense search's other rows afterwards. On both engines it serves exactly what reading
-every candidate in one query serves, with every filter: the matches that fail the
-filters are read once, left out, and not served."""
+dense search's other rows afterwards; when the encode ends first (a cached query),
+it searches the vectors and reads their rows while the lexical search finishes. On
+both engines each way serves exactly what reading every candidate in one query
+serves, with every filter: the matches that fail the filters are read once, left
+out, and not served."""
 
 from __future__ import annotations
 
+from concurrent.futures import Future
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 
+from service.retrieval import service as retrieval_service
 from tests.factories import step
 from tests.fixtures import create_namespace, drain, post_trajectory
 
@@ -126,3 +130,59 @@ def test_a_batch_reads_its_rows_together_after_the_encode(api: TestClient, monke
     assert preloaded == [None]
     singles = [served(api, q, {"k": 5, "filters": everything}) for q in QUERIES]
     assert [[row(i) for i in res["items"]] for res in r.json()["results"]] == singles
+
+
+class _Deferred(Future):  # type: ignore[type-arg]
+    """A lexical search still running when the encode ends: it runs when its result is asked for."""
+
+    def __init__(self, fn: Any, *args: Any) -> None:
+        super().__init__()
+        self.call = (fn, args)
+
+    def result(self, timeout: float | None = None) -> Any:
+        if not super().done():
+            fn, args = self.call
+            self.set_result(fn(*args))
+        return super().result(timeout)
+
+
+class _Finished:
+    """A lexical search done before the encode ends."""
+
+    def submit(self, fn: Any, *args: Any) -> Future:  # type: ignore[type-arg]
+        future: Future = Future()  # type: ignore[type-arg]
+        future.set_result(fn(*args))
+        return future
+
+
+class _StillRunning:
+    def submit(self, fn: Any, *args: Any) -> Future:  # type: ignore[type-arg]
+        return _Deferred(fn, *args)
+
+
+def test_a_cached_query_reads_its_dense_rows_while_the_lexical_search_finishes(
+    api: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    retrieval = api.app.state.services.retrieval  # type: ignore[attr-defined]
+    original = retrieval._read_rows
+    reads: list[int] = []
+
+    def counted(*args: Any) -> Any:
+        reads.append(len(args[2]))
+        return original(*args)
+
+    monkeypatch.setattr(retrieval, "_read_rows", counted)
+    compared = 0
+    for body in BODIES:
+        for query in QUERIES:
+            monkeypatch.setattr(retrieval_service, "_LEXICAL_SEARCHES", _StillRunning())
+            reads.clear()
+            early = served(api, query, body)
+            assert len(reads) == 2, (body, query)  # the dense hits' rows, then the lexical matches'
+            monkeypatch.setattr(retrieval_service, "_LEXICAL_SEARCHES", _Finished())
+            reads.clear()
+            late = served(api, query, body)
+            assert len(reads) == 1  # the lexical matches' rows only
+            assert early == late, (body, query)
+            compared += bool(early)
+    assert compared > 30

@@ -143,6 +143,8 @@ class CandidateRow:
     # hashes of every internal-state text its evidence was seen with (a merged
     # exemplar's occurrences), beside text_hashes["internal"] (its first one's)
     internal_hashes: frozenset[str] = frozenset()
+    # `lexical_keys()`, made once: a batch's rows are shared by its requests
+    _keys: np.ndarray | None = field(default=None, repr=False, compare=False)
 
     @property
     def content(self) -> dict[str, Any]:
@@ -151,9 +153,12 @@ class CandidateRow:
     def lexical_keys(self) -> np.ndarray | None:
         """The lexical text's feature keys: as stored, else made from the text (a
         snapshot's rows, which keep the text only; a row older than migration 0019)."""
-        if self.stored_keys is not None:
-            return keys_from_blob(self.stored_keys)
-        return None if self.lexical_text is None else text_keys(self.lexical_text)
+        if self._keys is None:
+            if self.stored_keys is not None:
+                self._keys = keys_from_blob(self.stored_keys)
+            elif self.lexical_text is not None:
+                self._keys = text_keys(self.lexical_text)
+        return self._keys
 
 
 _CANDIDATE_FIELDS = (

@@ -89,6 +89,9 @@ class _View:
 class _Prefetched:
     rows: dict[repo.CandidateFilters, dict[int, repo.CandidateRow]]  # by row filters, then pk
     citations: dict[int, list[repo.Citation]]
+    # request filters -> pk -> whether the row passes them (`_admits`): the steps of
+    # one episode ask with equal filters for mostly the same rows
+    admitted: dict[repo.CandidateFilters, dict[int, bool]] = dataclasses.field(default_factory=dict)
     # vector field -> (pk -> row of the matrix, every prefetched row's vector of that field)
     _stacks: dict[str, tuple[dict[int, int], np.ndarray]] = dataclasses.field(default_factory=dict)
 
@@ -517,11 +520,16 @@ class RetrievalService:
             if prefetched is not None:  # the first round, fetched with the other requests'
                 rows = prefetched.rows_for(sql_filters, pks)
                 if split:
-                    rows = [
-                        r
-                        for r in rows
-                        if _admits(filters, sql_filters, r, prefetched.citations.get(r.pk, []), partial_kinds)
-                    ]
+                    seen = prefetched.admitted.setdefault(filters, {})
+                    citations = prefetched.citations
+                    kept = []
+                    for r in rows:
+                        ok = seen.get(r.pk)
+                        if ok is None:
+                            ok = seen[r.pk] = _admits(filters, sql_filters, r, citations.get(r.pk, []), partial_kinds)
+                        if ok:
+                            kept.append(r)
+                    rows = kept
                 prefetched = None
             else:
                 asked = read_rows.asked if read_rows is not None else frozenset()

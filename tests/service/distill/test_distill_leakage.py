@@ -130,6 +130,26 @@ def test_memory_never_shows_the_trajectory_its_group_or_its_task_unless_allowed(
             assert SOURCES[source][2] in everything["privileged"]
 
 
+def test_each_trajectory_of_one_request_is_guarded_by_its_own_filters(api: TestClient) -> None:
+    """One request for two trajectories of different tasks: their steps' retrievals run
+    as one batch over the same candidates, and each keeps its own guards (the rows
+    one lets through are not taken as let through for the other)."""
+    for pair in (["self", "far"], ["far", "self"]):
+        body = {
+            "trajectories": [{"id": id_} for id_ in pair],
+            "steps": [0],
+            "teachers": [{"kind": "memory", "kinds": ["exemplar"], "k": 20}],
+        }
+        r = api.post(URL, json=body)
+        assert r.status_code == 200, r.text
+        seen = {}
+        for id_, traj in zip(pair, r.json()["trajectories"], strict=True):
+            teacher = traj["steps"][0]["teachers"]["memory"]
+            seen[id_] = visible(api, "exemplar", teacher)
+            assert teacher["leakage"]["dropped_items"] == 0, pair
+        assert seen == {"self": {"far"}, "far": {"peer", "sib", "self"}}, pair
+
+
 def test_the_defensive_check_drops_what_a_retrieval_lets_through(
     api: TestClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -8,11 +8,16 @@ Names are the stored ones: `observation` and `state_data` are the API's
 
 from __future__ import annotations
 
+import operator
 from typing import Any, Protocol
 
 from store.trajectory_reader import STEP_FIELDS, StoredStep
 
 _ATTRIBUTE = {"metadata": "metadata_"}
+_REQUEST_PATH = {"observation": "state.observation", "state_data": "state.data"}
+_COLUMN_ATTRIBUTES = tuple(_ATTRIBUTE.get(name, name) for name in STEP_FIELDS)
+# One C call reads every field of a request's step (~1 us, against ~4 us field by field).
+_read_step_fields = operator.attrgetter(*(_REQUEST_PATH.get(name, name) for name in STEP_FIELDS))
 
 
 class _State(Protocol):
@@ -40,16 +45,7 @@ class StepInput(Protocol):
 
 def step_columns(step: StepInput) -> dict[str, Any]:
     """A request's step as ORM column values (attribute names), without its index."""
-    out: dict[str, Any] = {}
-    for name in STEP_FIELDS:
-        if name == "observation":
-            value: Any = step.state.observation
-        elif name == "state_data":
-            value = step.state.data
-        else:
-            value = getattr(step, name)
-        out[_ATTRIBUTE.get(name, name)] = value
-    return out
+    return dict(zip(_COLUMN_ATTRIBUTES, _read_step_fields(step), strict=True))
 
 
 def step_mapping(row: StoredStep) -> dict[str, Any]:

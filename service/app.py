@@ -206,9 +206,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             services.worker.start()
         if settings.freeze_startup_objects:
             _freeze_startup_objects()
+        thresholds = gc.get_threshold()
+        if settings.gc_young_threshold is not None:
+            gc.set_threshold(settings.gc_young_threshold, *thresholds[1:])
         try:
             yield
         finally:
+            gc.set_threshold(*thresholds)
             if settings.freeze_startup_objects:
                 gc.unfreeze()  # what this app built may be collected once it is gone (tests run many apps)
             services.worker.stop()

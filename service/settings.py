@@ -256,6 +256,14 @@ class Settings(BaseSettings):
         description="keep the objects built at start out of the garbage collector's full collections (gc.freeze): "
         "each then takes ~1 ms instead of ~100 ms, a pause every request in flight waits for",
     )
+    gc_young_threshold: int | None = Field(
+        10_000,
+        ge=1,
+        description="allocations between two collections of the garbage collector's youngest generation "
+        "(gc.set_threshold's first value; the interpreter's default is 700): a 50-step append allocates a few "
+        "thousand objects, all alive until it answers, so at 700 each request paid for several collections that "
+        "walked them and freed nothing; null leaves the interpreter's value",
+    )
     limits: Limits = Field(default_factory=Limits)
     embedding: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
     index: IndexSettings = Field(default_factory=IndexSettings)

@@ -92,7 +92,7 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 def make_settings(database_url: str, tmp_path: Path, **overrides: Any) -> Settings:
     """Test defaults: the model-free hashing embedder (tests that need the real model
     ask for it), no background worker (tests drain the queue when they mean to) and
-    no freezing of the objects built at start."""
+    no freezing of the objects built at start nor other collector settings."""
     values: dict[str, Any] = {
         "database_url": database_url,
         "data_dir": tmp_path,
@@ -103,6 +103,7 @@ def make_settings(database_url: str, tmp_path: Path, **overrides: Any) -> Settin
         # the suite's heap grows; over a thousand starts) would add minutes to the
         # suite; tests/service/test_startup_objects_frozen.py runs the app with it.
         "freeze_startup_objects": False,
+        "gc_young_threshold": None,
     }
     values.update(overrides)
     return Settings(**values)

@@ -7,11 +7,34 @@ from __future__ import annotations
 
 from typing import Any
 
+import orjson
+
 from domain.errors import InvalidInput
 from service.settings import Limits
 from service.trajectories.schemas import StepCreate, TrajectoryCreate
 
 MAX_TOKEN_ID = 2**31 - 1  # token ids are int32 in the trajectories export
+
+
+_CONTAINERS = (dict, list)  # a tuple: isinstance checks it faster than a union
+
+
+def _nesting(value: Any, most: int) -> int:
+    """The depth of the deepest node of a JSON value, the value itself being at 1
+    (as LimitChecker.json counts: a scalar inside a container is a node too); it
+    stops counting past `most`."""
+    depth, level = 1, [value] if isinstance(value, _CONTAINERS) else []
+    while level and depth <= most:
+        if not any(level):  # only empty containers: nothing below them
+            return depth
+        depth += 1
+        level = [
+            child
+            for node in level
+            for child in (node.values() if isinstance(node, dict) else node)
+            if isinstance(child, _CONTAINERS)
+        ]
+    return depth
 
 
 class LimitChecker:
@@ -21,7 +44,7 @@ class LimitChecker:
     def json(self, value: Any, field: str) -> None:
         """A structured value (state data, an action object, metadata): bounded depth
         and size as JSON."""
-        if value is None:
+        if value is None or self._plainly_within(value):
             return
         budget = self.limits.max_json_bytes
         stack: list[tuple[Any, str, int]] = [(value, field, 1)]
@@ -49,6 +72,22 @@ class LimitChecker:
                     field=field,
                     rule="max_json_bytes",
                 )
+
+    def _plainly_within(self, value: Any) -> bool:
+        """True when the walk below certainly passes `value`, decided mostly in C (a
+        step's state data in ~1 us, where the walk takes ~2 us and more with size).
+        The walk's size is at most 8 bytes a byte of compact JSON (a string counts its
+        characters and quotes, a container its keys and separators, any other value
+        8, and each of these takes at least a byte), and its depth is the nesting of
+        the containers, counted here without building their paths. False decides
+        nothing: the walk runs, and names the field."""
+        try:
+            size = len(orjson.dumps(value))
+        except orjson.JSONEncodeError:  # not plain JSON (an integer beyond 64 bits): the walk judges it
+            return False
+        return 8 * size <= self.limits.max_json_bytes and _nesting(value, self.limits.max_json_depth) <= (
+            self.limits.max_json_depth
+        )
 
     def step_count(self, n: int, field: str) -> None:
         if n > self.limits.max_steps_per_request:

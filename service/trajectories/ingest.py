@@ -23,7 +23,7 @@ from sqlalchemy.orm import Session
 from domain.errors import Conflict, InvalidInput
 from domain.hashing import canonical_hash, task_hash
 from domain.steps import step_columns
-from service.trajectories.schemas import OutcomeCreate, StepCreate, TrajectoryCreate
+from service.trajectories.schemas import OutcomeCreate, State, StepCreate, TrajectoryCreate
 from store import trajectories as repo
 from store.models import utcnow
 
@@ -38,8 +38,20 @@ def _unset_later_fields(step: Any) -> set[str]:
     return {f for f in _LATER_STEP_FIELDS if getattr(step, f) is None}
 
 
+_HASHED_STEP_FIELDS = tuple(name for name in StepCreate.model_fields if name not in ("index", "state"))
+_STATE_FIELDS = tuple(State.model_fields)
+
+
 def step_hash(step: StepCreate) -> str:
-    return canonical_hash(step.model_dump(mode="json", exclude={"index", *_unset_later_fields(step)}))
+    """The hash of what `step.model_dump(mode="json")` gives without `index` and the
+    unset later fields, built from the attributes: a parsed request holds only JSON
+    values already, and the dump was half of an append's planning."""
+    content = {name: getattr(step, name) for name in _HASHED_STEP_FIELDS}
+    for name in _LATER_STEP_FIELDS:
+        if content[name] is None:
+            del content[name]
+    content["state"] = {name: getattr(step.state, name) for name in _STATE_FIELDS}
+    return canonical_hash(content)
 
 
 def step_row(trajectory_pk: int, index: int, step: StepCreate, content_hash: str) -> dict[str, Any]:

@@ -262,7 +262,7 @@ class Settings(BaseSettings):
         description="allocations between two collections of the garbage collector's youngest generation "
         "(gc.set_threshold's first value; the interpreter's default is 700): a 50-step append allocates a few "
         "thousand objects, all alive until it answers, so at 700 each request paid for several collections that "
-        "walked them and freed nothing; null leaves the interpreter's value",
+        "walked them and freed nothing; 700 is the interpreter's own (None, in code: leave it as it is)",
     )
     limits: Limits = Field(default_factory=Limits)
     embedding: EmbeddingSettings = Field(default_factory=EmbeddingSettings)

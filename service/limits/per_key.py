@@ -14,6 +14,7 @@ a dictionary lookup between leases. Concurrent requests are limited per process.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import logging
 import math
@@ -41,6 +42,7 @@ LEASE_SECONDS = 0.05  # a shared lease is this long's worth of the rate: one wri
 LEASE_TTL = 1.0  # an unspent lease older than this is dropped (never spent late: a lease may undercount, not over)
 IDLE_BUCKET_SECONDS = 3600.0  # shared buckets untouched this long are deleted (they would be full again)
 CLEAN_EVERY = 1000  # leases between two cleanups, per process
+_UNAVAILABLE = object()  # a lease claim's outcome when the database could not be asked
 
 
 @dataclass
@@ -54,6 +56,12 @@ class _Caller:
     bucket: _Bucket  # this process's bucket, or (shared scope) the lease and when it was taken
     in_flight: int = 0
     fallback: _Bucket | None = None  # shared scope: the process's own bucket while the database cannot be asked
+    # shared scope: the lease one of this caller's requests is taking (its outcome: None
+    # when it took tokens, the tokens left when the bucket was empty, _UNAVAILABLE)
+    claiming: asyncio.Future[object] | None = None
+    # shared scope: the tokens the bucket had left when a claim found it empty, and when
+    empty_left: float = 1.0
+    empty_since: float = 0.0
 
 
 def _identity(scope: Scope) -> bytes | None:
@@ -130,28 +138,57 @@ class KeyLimitMiddleware:
         bucket.tokens -= 1.0
         return None
 
-    async def _shared_rate(self, identity: bytes, caller: _Caller, now: float) -> TooManyRequests | None:
+    async def _shared_rate(self, identity: bytes, caller: _Caller) -> TooManyRequests | None:
         """Spend one token of the caller's lease, taking a new lease when it is spent
-        or stale."""
-        lease = caller.bucket
-        if lease.tokens >= 1.0 and now - lease.updated <= LEASE_TTL:
-            lease.tokens -= 1.0
-            return None
+        or stale. One request of a caller takes it; the caller's other requests wait
+        for that one instead of each taking a lease of its own, which the bucket
+        would pay for and this process would drop (at 16 concurrent clients the
+        bucket emptied at a sixth of the configured rate)."""
+        while True:
+            now = time.monotonic()
+            lease = caller.bucket
+            if lease.tokens >= 1.0 and now - lease.updated <= LEASE_TTL:
+                lease.tokens -= 1.0
+                return None
+            # The bucket was empty at the last claim and cannot have refilled a token
+            # since (other processes only take from it): refuse without asking again.
+            refilled = caller.empty_left + (now - caller.empty_since) * self.rate
+            if refilled < 1.0:
+                return self._over_rate(refilled)
+            if caller.claiming is None:
+                break
+            outcome = await asyncio.shield(caller.claiming)
+            if outcome is _UNAVAILABLE:
+                return self._local_rate(self._fallback(caller, now), now)
+            if outcome is not None:  # the claim found the bucket empty: so it is for this request
+                return self._over_rate(outcome)
         assert self.shared is not None
+        claiming = caller.claiming = asyncio.get_running_loop().create_future()
+        outcome: float | object | None = None
         try:
             taken, left = await run_in_threadpool(self._claim, self.shared(), identity.hex())
         except SQLAlchemyError as exc:
             # The database cannot be asked: fall back to this process's own bucket
             # rather than refuse a key for an outage (the route answers it anyway).
             log.warning("shared key limit unavailable (%s); this process's bucket applies", type(exc).__name__)
-            if caller.fallback is None:
-                caller.fallback = _Bucket(self.burst, now)
-            return self._local_rate(caller.fallback, now)
-        lease.tokens, lease.updated = float(taken), now
-        if taken < 1:
-            return self._over_rate(left)
-        lease.tokens -= 1.0
-        return None
+            outcome = _UNAVAILABLE
+            return self._local_rate(self._fallback(caller, now), now)
+        else:
+            lease.tokens, lease.updated = float(taken), time.monotonic()
+            if taken < 1:
+                caller.empty_left, caller.empty_since = left, lease.updated
+                outcome = left
+                return self._over_rate(left)
+            lease.tokens -= 1.0
+            return None
+        finally:
+            caller.claiming = None
+            claiming.set_result(outcome)  # the waiters: spend the lease, or take this answer
+
+    def _fallback(self, caller: _Caller, now: float) -> _Bucket:
+        if caller.fallback is None:
+            caller.fallback = _Bucket(self.burst, now)
+        return caller.fallback
 
     def _claim(self, db: Database, identity: str) -> tuple[int, float]:
         now = time.time()  # wall clock: the processes share it, not their monotonic clocks
@@ -180,7 +217,7 @@ class KeyLimitMiddleware:
             if self.shared is None:
                 error = self._local_rate(caller.bucket, now)
             else:
-                error = await self._shared_rate(identity, caller, now)
+                error = await self._shared_rate(identity, caller)
         if error is not None:
             if self.refused is not None:
                 self.refused.labels(error.rule or "").inc()

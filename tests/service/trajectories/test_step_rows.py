@@ -48,6 +48,8 @@ def steps(draw: st.DrawFn) -> StepCreate:
         "rollout_token_ids": st.none() | st.lists(st.integers(0, 2**31 - 1), max_size=4),
         "metadata": st.none() | objects,
     }
+    # a field added to StepCreate must be drawn here too (its dump may differ from its value)
+    assert set(StepCreate.model_fields) == {"state", "action", *optional}
     for name, strategy in optional.items():
         if draw(st.booleans()):
             body[name] = draw(strategy)

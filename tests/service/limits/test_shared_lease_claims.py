@@ -1,9 +1,9 @@
 """The shared key limit under concurrent requests in one process: when the lease runs
 out, one request takes the next lease and the others wait for it, so the shared bucket
 pays for what is admitted (plus at most one unspent lease), not a lease per waiting
-request. (Taking one each and keeping the last, 16 clients drew ~16x their rate from
-the bucket and were refused with 429 at a sixth of the configured rate: bench.ingest's
-full run on PostgreSQL, 2026-12-06.)"""
+request. (Taking one each and keeping the last, this test's clients drew ~4x what was
+admitted, and bench.ingest's 16 clients on PostgreSQL were refused with 429 at a sixth of
+the configured rate, 2026-12-06.)"""
 
 from __future__ import annotations
 

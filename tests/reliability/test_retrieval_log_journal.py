@@ -97,6 +97,14 @@ def kill(server: LiveServer) -> None:
     server.process.wait(30)
 
 
+def stop(server: LiveServer) -> None:
+    """SIGSTOP, returning once every thread of the server has stopped: `kill(2)` returns
+    before that, and a thread that has not stopped yet could still write."""
+    os.kill(server.process.pid, signal.SIGSTOP)
+    _, status = os.waitpid(server.process.pid, os.WUNTRACED)
+    assert os.WIFSTOPPED(status), status
+
+
 def test_a_killed_server_s_answered_retrievals_are_replayed_by_the_next_start(database: str, tmp_path: Path) -> None:
     first = start_server(database, tmp_path, log=tmp_path / "first.log")
     try:
@@ -158,7 +166,7 @@ def test_an_outcome_at_another_process_waits_for_the_write(
     result: list[httpx.Response] = []
     with write_lock(database):
         answer = retrieve(first)
-        os.kill(first.process.pid, signal.SIGSTOP)  # alive, its log write not made
+        stop(first)  # alive, its log write not made (and not made while the lock is let go)
     try:
         assert logged(database, answer["retrieval_id"])[0] is None
         asker = threading.Thread(target=lambda: result.append(outcome(second, answer["retrieval_id"])))

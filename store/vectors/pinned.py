@@ -51,6 +51,9 @@ class PinnedIndex:
         return scores, ids
 
 
+_UNSEEN = object()
+
+
 class PinnedLexicon:
     """Best lexical matches among a fixed set of texts: BM25 over the same tokens the
     SQL lexical index uses (no stop words, numbers kept). Each posting's BM25 term
@@ -86,25 +89,46 @@ class PinnedLexicon:
             key: (np.asarray(at, dtype=np.int64), np.asarray(weights, dtype=np.float64))
             for key, (at, weights) in grouped.items()
         }
+        self._terms: dict[tuple[tuple[str, ...], str], tuple[np.ndarray, np.ndarray] | None] = {}
+        # The terms kept, bounded to four copies of the postings (one per distinct kinds asked for)
+        self._terms_size = 0
+        self._terms_budget = 4 * sum(len(at) for at, _ in self.postings.values()) + 4096
 
     def matches(self, kinds: Sequence[str], query: str, limit: int) -> list[tuple[int, float]]:
         words = list(dict.fromkeys(t for t in tokens(query) if len(t) <= MAX_TOKEN_CHARS))[:MAX_QUERY_TOKENS]
-        n = sum(self.docs_per_kind.get(k, 0) for k in kinds)
-        scores = np.zeros(len(self.pks), dtype=np.float64)
-        hit = np.zeros(len(self.pks), dtype=bool)
-        for w in words:
-            postings = [p for k in kinds if (p := self.postings.get((k, w))) is not None]
-            if not postings:
-                continue
-            df = sum(len(at) for at, _ in postings)
-            idf = math.log(1 + (n - df + 0.5) / (df + 0.5))
-            for at, weights in postings:
-                scores[at] += idf * weights
-                hit[at] = True
-        found = np.flatnonzero(hit)
+        terms = [t for w in words if (t := self._term(tuple(kinds), w)) is not None]
+        if not terms:
+            return []
+        at = np.concatenate([a for a, _ in terms])
+        # Each text's terms added in the query's word order, as one loop over the words
+        # would add them: the same sums to the bit.
+        scores = np.bincount(at, weights=np.concatenate([c for _, c in terms]), minlength=len(self.pks))
+        found = np.flatnonzero(np.bincount(at, minlength=len(self.pks)))
         # Descending score, then ascending pk: the same order every time.
         order = found[np.lexsort((self.pks[found], -scores[found]))][:limit]
-        return [(int(self.pks[i]), float(scores[i])) for i in order]
+        return list(zip(self.pks[order].tolist(), scores[order].tolist(), strict=True))
+
+    def _term(self, kinds: tuple[str, ...], word: str) -> tuple[np.ndarray, np.ndarray] | None:
+        """The texts of these kinds holding `word`, and the word's BM25 term in each
+        (idf × the posting's weight): fixed with the texts, so made once per (kinds,
+        word); a rollout batch asks for the same few words thousands of times."""
+        key = (kinds, word)
+        term = self._terms.get(key, _UNSEEN)
+        if term is _UNSEEN:
+            postings = [p for k in kinds if (p := self.postings.get((k, word))) is not None]
+            term = None
+            if postings:
+                n = sum(self.docs_per_kind.get(k, 0) for k in kinds)
+                df = sum(len(at) for at, _ in postings)
+                idf = math.log(1 + (n - df + 0.5) / (df + 0.5))
+                term = (np.concatenate([at for at, _ in postings]), np.concatenate([idf * w for _, w in postings]))
+            size = 1 + (len(term[0]) if term is not None else 0)
+            if self._terms_size + size > self._terms_budget:
+                self._terms.clear()  # a bound, not an LRU: a batch re-makes its few words at once
+                self._terms_size = 0
+            self._terms[key] = term
+            self._terms_size += size
+        return term
 
 
 class PinnedMemory:

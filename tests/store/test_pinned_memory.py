@@ -10,6 +10,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from store.lexical import MAX_QUERY_TOKENS, MAX_TOKEN_CHARS, tokens
 from store.vectors.pinned import PinnedCache, PinnedIndex, PinnedLexicon, PinnedMemory
 
 
@@ -53,6 +54,53 @@ def test_bm25_matches_by_hand() -> None:
     both = lex.matches(["exemplar", "skill"], "red", 10)
     assert [pk for pk, _ in both] == [2, 3, 1]  # shorter texts score higher, then pk
     assert lex.matches(["skill"], "nothing here", 10) == []
+
+
+def _matches_word_by_word(lex: PinnedLexicon, kinds: list[str], query: str, limit: int) -> list[tuple[int, float]]:
+    """BM25 added up one query word at a time over arrays of every text (the plain form
+    of `PinnedLexicon.matches`, which adds each text's terms in one pass)."""
+    words = list(dict.fromkeys(t for t in tokens(query) if len(t) <= MAX_TOKEN_CHARS))[:MAX_QUERY_TOKENS]
+    n = sum(lex.docs_per_kind.get(k, 0) for k in kinds)
+    scores = np.zeros(len(lex.pks))
+    hit = np.zeros(len(lex.pks), dtype=bool)
+    for w in words:
+        postings = [p for k in kinds if (p := lex.postings.get((k, w))) is not None]
+        if postings:
+            df = sum(len(at) for at, _ in postings)
+            idf = math.log(1 + (n - df + 0.5) / (df + 0.5))
+            for at, weights in postings:
+                scores[at] += idf * weights
+                hit[at] = True
+    found = np.flatnonzero(hit)
+    order = found[np.lexsort((lex.pks[found], -scores[found]))][:limit]
+    return [(int(lex.pks[i]), float(scores[i])) for i in order]
+
+
+WORDS = st.sampled_from(["red", "door", "key", "2", "3", "north", "the", "a", "you", "box"])
+KINDS = ["exemplar", "skill", "heuristic"]
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    texts=st.lists(st.tuples(st.sampled_from(KINDS), st.lists(WORDS, max_size=12)), max_size=40),
+    asks=st.lists(
+        st.tuples(st.lists(st.sampled_from(KINDS), min_size=1, max_size=3, unique=True), st.lists(WORDS, max_size=8)),
+        min_size=1,
+        max_size=6,
+    ),
+    limit=st.integers(1, 50),
+)
+def test_matches_are_the_word_by_word_sums_to_the_bit(
+    texts: list[tuple[str, list[str]]], asks: list[tuple[list[str], list[str]]], limit: int
+) -> None:
+    lex = PinnedLexicon([(10 * i + 7, kind, " ".join(words)) for i, (kind, words) in enumerate(texts)])
+    for _ in range(2):  # the terms made by the first round serve the second
+        for kinds, words in asks:
+            query = " ".join(words)
+            got = lex.matches(kinds, query, limit)
+            want = _matches_word_by_word(lex, kinds, query, limit)
+            assert got == want  # floats compared exactly
+            assert all(type(pk) is int and type(score) is float for pk, score in got)
 
 
 def test_cache_keeps_the_newest_within_its_vector_budget() -> None:

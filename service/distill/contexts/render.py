@@ -56,19 +56,19 @@ def _pattern(text: str) -> re.Pattern[str] | None:
     text = re.sub(r"\s*([{}\[\],:])\s*", r"\1", text.strip())
     if len(text) < MIN_ACTION_CHARS:
         return None
-    tokens = [m.group(0) for m in _TOKENS.finditer(text)]
+    tokens = [m.group(0) for m in _TOKENS.finditer(text) if not m.group(0).isspace()]
     body = ""
-    previous: str | None = None
-    for token in tokens:
-        if token.isspace():
-            continue  # a separator between two words, rendered below
-        if previous is not None:
+    for previous, token in zip([None, *tokens], tokens, strict=False):
+        if previous is not None:  # a separator between two words
             body += r"\s*" if previous in _PUNCT or token in _PUNCT else r"\s+"
         body += re.escape(token)
-        previous = token
-    start = r"(?<!\w)" if re.match(r"\w", text[0]) else ""
+        if previous is None and re.match(r"\w", token):
+            # "not after a word character", said after the first token rather than
+            # before it: the same matches, but a pattern that starts with a literal
+            # is searched for by that literal (~3x faster over a block of text)
+            body += r"(?<!\w" + re.escape(token) + ")"
     end = r"(?!\w)" if re.match(r"\w", text[-1]) else ""
-    return re.compile(start + body + end, re.IGNORECASE)
+    return re.compile(body + end, re.IGNORECASE)
 
 
 class ActionGuard:

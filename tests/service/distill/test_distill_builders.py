@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from domain.contexts import templates
 from domain.contexts.plain import PlainHistory, transcript
-from service.distill.contexts import builders
+from service.distill.contexts import builders, render
 from service.distill.contexts.builders import Episode, NotApplicable, Outcome
 from service.distill.contexts.render import ActionGuard, Draft, HFTokenCounter, Piece, fit
 from service.distill.repository import StepRecord
@@ -204,6 +204,53 @@ def test_no_redacted_text_shows_the_action(action: str, parts: list[str], case: 
     out, _ = ActionGuard(action).redact(text)
     assert not _shows(action, out), (action, text, out)
     assert not ActionGuard(action).found(out)
+
+
+def _guard_pattern_as_first_written(text: str) -> re.Pattern[str]:
+    """The guard's pattern with "not after a word character" stated before the first
+    token, as it was first written (the guard states it after that token, to be searched
+    for by its literal)."""
+    text = re.sub(r"\s*([{}\[\],:])\s*", r"\1", text.strip())
+    tokens = [t for t in re.findall(r"\s+|[{}\[\],:]|[^\s{}\[\],:]+", text) if not t.isspace()]
+    body = ""
+    for previous, token in zip([None, *tokens], tokens, strict=False):
+        if previous is not None:
+            body += r"\s*" if previous in "{}[],:" or token in "{}[],:" else r"\s+"
+        body += re.escape(token)
+    start = r"(?<!\w)" if re.match(r"\w", text[0]) else ""
+    end = r"(?!\w)" if re.match(r"\w", text[-1]) else ""
+    return re.compile(start + body + end, re.IGNORECASE)
+
+
+# Letters whose case folding is not one lower() away: the long s, the Kelvin sign, the
+# dotless and the dotted i, the sharp s.
+TRICKY = 'aSsſKkıIiİß1_ é-.[]{},:"\n\t'
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    action=st.one_of(
+        st.text(alphabet=st.sampled_from(TRICKY), min_size=2, max_size=10),
+        st.dictionaries(
+            st.text(alphabet=st.sampled_from("aSſkK_"), min_size=1, max_size=4),
+            st.integers(0, 9),
+            min_size=1,
+            max_size=2,
+        ),
+    ),
+    parts=st.lists(st.text(alphabet=st.sampled_from(TRICKY), max_size=12), min_size=1, max_size=6),
+)
+def test_the_guard_finds_exactly_what_its_first_written_patterns_find(action: Any, parts: list[str]) -> None:
+    shown = action if isinstance(action, str) else json.dumps(action)
+    text = shown.join(parts) + shown.upper() + shown.lower()
+    for rendering in sorted(render._renderings(action)):
+        mine = render._pattern(rendering)
+        if mine is None:  # too short to guard, either way
+            assert len(re.sub(r"\s*([{}\[\],:])\s*", r"\1", rendering.strip())) < render.MIN_ACTION_CHARS
+            continue
+        first = _guard_pattern_as_first_written(rendering)
+        assert [m.span() for m in mine.finditer(text)] == [m.span() for m in first.finditer(text)], (mine, first, text)
+        assert mine.subn("[x]", text) == first.subn("[x]", text)
 
 
 @settings(max_examples=200, deadline=None)

@@ -56,8 +56,10 @@ _UNSEEN = object()
 
 class PinnedLexicon:
     """Best lexical matches among a fixed set of texts: BM25 over the same tokens the
-    SQL lexical index uses (no stop words, numbers kept). Each posting's BM25 term
-    weight is fixed with the texts, so a query costs one vectorised add per word."""
+    SQL lexical index uses (no stop words, numbers kept). Each word's BM25 terms are
+    fixed with the texts (`_term`), so a query costs one `bincount` over its words'.
+    Shared by the threads of concurrent requests: two that make the same term at once
+    each make it, and the memo's size count may drift by that much."""
 
     K1 = 1.2
     B = 0.75

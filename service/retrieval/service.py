@@ -94,6 +94,9 @@ class _Prefetched:
     admitted: dict[repo.CandidateFilters, dict[int, bool]] = dataclasses.field(default_factory=dict)
     # vector field -> (pk -> row of the matrix, every prefetched row's vector of that field)
     _stacks: dict[str, tuple[dict[int, int], np.ndarray]] = dataclasses.field(default_factory=dict)
+    # every prefetched row's lexical keys as positions in their vocabulary (`lexical_ranks`)
+    _ranks: tuple[np.ndarray, dict[int, np.ndarray]] | None = None
+    _ranked: bool = False
 
     def vectors(self, rows: list[repo.CandidateRow], field: str) -> np.ndarray:
         """The rows' `field` vectors as one matrix, gathered from a stack of every
@@ -106,6 +109,25 @@ class _Prefetched:
             self._stacks[field] = ({pk: i for i, pk in enumerate(every)}, np.array(list(every.values())))
         positions, matrix = self._stacks[field]
         return matrix[[positions[r.pk] for r in rows]]
+
+    def lexical_ranks(self, rows: list[repo.CandidateRow]) -> tuple[np.ndarray, list[np.ndarray | None]] | None:
+        """The vocabulary of every prefetched row's lexical keys and these rows' keys as
+        positions in it (`ranking.feature_ranks`, made once a batch), or None when the
+        vocabulary is too big for them."""
+        if not self._ranked:
+            keyed = {
+                pk: keys
+                for group in self.rows.values()
+                for pk, r in group.items()
+                if (keys := r.lexical_keys()) is not None
+            }
+            made = ranking.feature_ranks(list(keyed.values()))
+            self._ranks = None if made is None else (made[0], dict(zip(keyed, made[1], strict=True)))
+            self._ranked = True
+        if self._ranks is None:
+            return None
+        vocabulary, ranks = self._ranks
+        return vocabulary, [ranks.get(r.pk) for r in rows]
 
     def rows_for(self, filters: repo.CandidateFilters, pks: set[int]) -> list[repo.CandidateRow]:
         mine = self.rows[filters.without_citations()]
@@ -566,7 +588,7 @@ class RetrievalService:
     ) -> _Scored:
         settings = view.settings.ranking
         lexical_weight = settings.lexical_weight
-        lexical = RetrievalService._lexical(rows, words) if lexical_weight else [None] * len(rows)
+        lexical = RetrievalService._lexical(rows, words, stacked) if lexical_weight else [None] * len(rows)
         state_sims, internal_sims = _cosines(rows, query, stacked)
         times = [view.row_times(r.updated_at) for r in rows]
         scored = ranking.scores(
@@ -586,11 +608,20 @@ class RetrievalService:
         return _Scored(rows, state_sims, internal_sims, lexical, scored, baseline)
 
     @staticmethod
-    def _lexical(rows: list[repo.CandidateRow], words: Callable[[str], frozenset[str]]) -> list[float | None]:
-        """Lexical similarities, state-keyed and task-keyed candidates each among their own."""
+    def _lexical(
+        rows: list[repo.CandidateRow], words: Callable[[str], frozenset[str]], stacked: _Prefetched | None = None
+    ) -> list[float | None]:
+        """Lexical similarities, state-keyed and task-keyed candidates each among their
+        own; a batch's rows (`stacked`) by their keys' positions in its vocabulary."""
         out: list[float | None] = [None] * len(rows)
+        ranked = stacked.lexical_ranks(rows) if stacked is not None else None
         for idx in _keyed_groups(rows):
-            sims = ranking.lexical_similarities_of_keys(words(rows[idx[0]].kind), [rows[i].lexical_keys() for i in idx])
+            query = words(rows[idx[0]].kind)
+            if ranked is None:
+                sims = ranking.lexical_similarities_of_keys(query, [rows[i].lexical_keys() for i in idx])
+            else:
+                vocabulary, docs = ranked
+                sims = ranking.lexical_similarities_of_keys(query, [docs[i] for i in idx], vocabulary)
             for i, sim in zip(idx, sims, strict=True):
                 out[i] = sim
         return out

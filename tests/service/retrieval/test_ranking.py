@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -144,7 +145,6 @@ texts = st.lists(st.sampled_from(vocabulary), max_size=16).map(" ".join)
 def test_text_keys_are_the_keys_of_its_features(text: str) -> None:
     """A candidate's keys are computed from its words' keys without building the
     feature strings: they must be exactly the keys of `lexical_features`, one per feature."""
-    import numpy as np
 
     features = ranking.lexical_features(text)
     keys = lexical_index.text_keys(text)
@@ -195,6 +195,38 @@ def test_lexical_similarities_equal_the_formula_by_feature(query: list[str], tex
     for g, w in zip(got, want, strict=True):
         if w is not None:
             assert g == pytest.approx(w, rel=1e-10, abs=1e-15)
+
+
+@given(
+    words,
+    st.lists(st.one_of(st.none(), words.map(" ".join), st.just("")), max_size=25),
+    st.lists(words.map(" ".join), max_size=10),
+)
+@settings(max_examples=300, deadline=None)
+def test_a_batch_s_ranked_keys_give_the_same_similarities_to_the_bit(
+    query: list[str], texts: list[str | None], others: list[str]
+) -> None:
+    """A batch scores its rows by their keys' positions in the batch's vocabulary (which
+    also holds other requests' rows): every similarity is the one the keys give."""
+    feats = ranking.lexical_features(" ".join(query))
+    keys = [None if t is None else lexical_index.text_keys(t) for t in texts]
+    made = ranking.feature_ranks([k for k in keys if k is not None] + [lexical_index.text_keys(o) for o in others])
+    assert made is not None
+    vocabulary, ranks = made
+    docs = iter(ranks)
+    ranked = [None if k is None else next(docs) for k in keys]
+    assert all(
+        r.dtype == np.uint16 and (vocabulary[r] == k).all() for r, k in zip(ranked, keys, strict=True) if k is not None
+    )
+    assert ranking.lexical_similarities_of_keys(feats, ranked, vocabulary) == ranking.lexical_similarities_of_keys(
+        feats, keys
+    )
+
+
+def test_a_vocabulary_past_uint16_is_not_ranked() -> None:
+    spread = np.arange(ranking.MAX_RANKED_FEATURES + 1, dtype=np.uint64)
+    assert ranking.feature_ranks([spread[:10], spread]) is None
+    assert ranking.feature_ranks([spread[: ranking.MAX_RANKED_FEATURES]]) is not None
 
 
 @given(words, st.integers(min_value=0, max_value=12), st.integers(min_value=2, max_value=8))
@@ -254,7 +286,6 @@ scored_rows = st.lists(
 @settings(max_examples=300, deadline=None)
 @given(scored_rows, weights, st.floats(0.01, 0.99), st.floats(0.0, 1.0), st.floats(0.0, 1.0))
 def test_the_array_scores_equal_the_per_item_functions_to_the_last_bit(rows, cfg, baseline, w, lex_w) -> None:  # type: ignore[no-untyped-def]
-    import numpy as np
 
     cfg = cfg.model_copy(update={"internal_weight": w})
     expected_scores, sims, keys = [], [], []

@@ -127,7 +127,10 @@ class _Prefetched:
         if self._ranks is None:
             return None
         vocabulary, ranks = self._ranks
-        return vocabulary, [ranks.get(r.pk) for r in rows]
+        docs = [ranks.get(r.pk) for r in rows]
+        if any(d is None and r.lexical_keys() is not None for d, r in zip(docs, rows, strict=True)):
+            return None  # a row read after the vocabulary was made: by the keys
+        return vocabulary, docs
 
     def rows_for(self, filters: repo.CandidateFilters, pks: set[int]) -> list[repo.CandidateRow]:
         mine = self.rows[filters.without_citations()]

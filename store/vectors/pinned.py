@@ -98,7 +98,8 @@ class PinnedLexicon:
 
     def matches(self, kinds: Sequence[str], query: str, limit: int) -> list[tuple[int, float]]:
         words = list(dict.fromkeys(t for t in tokens(query) if len(t) <= MAX_TOKEN_CHARS))[:MAX_QUERY_TOKENS]
-        terms = [t for w in words if (t := self._term(tuple(kinds), w)) is not None]
+        asked = tuple(kinds)
+        terms = [t for w in words if (t := self._term(asked, w)) is not None]
         if not terms:
             return []
         at = np.concatenate([a for a, _ in terms])

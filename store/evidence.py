@@ -12,7 +12,7 @@ from typing import Any
 from sqlalchemy import Select, and_, bindparam, case, delete, func, null, select, update
 from sqlalchemy.orm import Session
 
-from store.database import dialect_insert
+from store.database import dialect_insert, one_of
 from store.index_feed import create_changes, lock_feed
 from store.models import Reflection, ReflectionEvidence, SnapshotEvidence, Step, Trajectory, utcnow
 
@@ -203,28 +203,32 @@ def list_evidence_summaries(
     if snapshot_pk is not None:
         params["snapshot_pk"] = snapshot_pk
     # Core rows on the session's connection: this runs on every retrieve.
-    for pk, tid, start, end in session.connection().execute(_summaries_statement(snapshot_pk is not None), params):
+    postgres = session.get_bind().dialect.name == "postgresql"
+    for pk, tid, start, end in session.connection().execute(
+        _summaries_statement(postgres, snapshot_pk is not None), params
+    ):
         if len(out[pk]) < per_item:
             out[pk].append((tid, start, end))
     return out
 
 
 @functools.cache
-def _summaries_statement(pinned: bool) -> Select[Any]:
-    """`list_evidence_summaries`' query, built once (live or pinned), every value a
-    bound parameter: building a statement and its cache key cost more than running it."""
+def _summaries_statement(postgres: bool, pinned: bool) -> Select[Any]:
+    """`list_evidence_summaries`' query, built once (per engine, live or pinned), every
+    value a bound parameter: building a statement and its cache key cost more than
+    running it. The pks are one parameter on PostgreSQL (`store.database.one_of`)."""
     if not pinned:
         e = ReflectionEvidence
         return (
             select(e.reflection_pk, Trajectory.id, e.step_start, e.step_end)
             .join(Trajectory, Trajectory.pk == e.trajectory_pk)
-            .where(e.reflection_pk.in_(bindparam("pks", expanding=True)))
+            .where(one_of(e.reflection_pk, "pks", postgres))
             .order_by(e.reflection_pk, e.pk.desc())
         )
     p = SnapshotEvidence  # copied in live pk order, so its pk order is the same
     return (
         select(p.reflection_pk, p.trajectory_id, p.step_start, p.step_end)
-        .where(p.snapshot_pk == bindparam("snapshot_pk"), p.reflection_pk.in_(bindparam("pks", expanding=True)))
+        .where(p.snapshot_pk == bindparam("snapshot_pk"), one_of(p.reflection_pk, "pks", postgres))
         .order_by(p.reflection_pk, p.pk.desc())
     )
 

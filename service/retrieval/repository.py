@@ -16,6 +16,7 @@ import orjson
 from sqlalchemy import Select, Text, and_, bindparam, cast, exists, null, select
 from sqlalchemy.orm import Session
 
+from store.database import one_of
 from store.lexical import keys_from_blob, text_keys
 from store.models import (
     Embedding,
@@ -233,6 +234,7 @@ def list_candidates(
     if f.exclude_trajectory_ids:
         params["trajectory_ids"] = list(f.exclude_trajectory_ids)
     stmt = _candidate_statement(
+        session.get_bind().dialect.name == "postgresql",
         snapshot_pk is not None,
         f.environment is not None,
         f.as_of is not None,
@@ -257,6 +259,7 @@ def list_candidates(
 
 @functools.cache
 def _candidate_statement(
+    postgres: bool,
     pinned: bool,
     environment: bool,
     as_of: bool,
@@ -265,8 +268,9 @@ def _candidate_statement(
     exclude_tasks: bool,
     exclude_trajectories: bool,
 ) -> Select[Any]:
-    """`list_candidates`' query for one combination of filters (which are given),
-    every value a bound parameter named as in its `params`."""
+    """`list_candidates`' query for one engine and combination of filters (which are
+    given), every value a bound parameter named as in its `params`; a list is bound
+    as one parameter on PostgreSQL (`store.database.one_of`)."""
     r: Any
     if not pinned:
         r, emb, lexical = Reflection, Embedding, LexicalText
@@ -300,10 +304,10 @@ def _candidate_statement(
         cited_by = _pinned_cited_by
         mine = ()
     stmt = stmt.where(
-        r.pk.in_(bindparam("pks", expanding=True)),
+        one_of(r.pk, "pks", postgres),
         r.namespace == bindparam("namespace"),
-        r.kind.in_(bindparam("kinds", expanding=True)),
-        r.status.in_(bindparam("statuses", expanding=True)),
+        one_of(r.kind, "kinds", postgres),
+        one_of(r.status, "statuses", postgres),
     )
     if environment:
         stmt = stmt.where(r.environment == bindparam("environment"))
@@ -314,8 +318,8 @@ def _candidate_statement(
     if policy_version:
         stmt = stmt.where(cited_by(t.policy_version == bindparam("policy_version")))
     if exclude_tasks:
-        stmt = stmt.where(~cited_by(t.task_hash.in_(bindparam("task_hashes", expanding=True))))
+        stmt = stmt.where(~cited_by(one_of(t.task_hash, "task_hashes", postgres)))
     if exclude_trajectories:
         tid = SnapshotEvidence.trajectory_id if pinned else Trajectory.id
-        stmt = stmt.where(~cited_by(*mine, tid.in_(bindparam("trajectory_ids", expanding=True))))
+        stmt = stmt.where(~cited_by(*mine, one_of(tid, "trajectory_ids", postgres)))
     return stmt

@@ -9,6 +9,9 @@ from dataclasses import replace
 from datetime import UTC, datetime
 
 import numpy as np
+from sqlalchemy.dialects.postgresql.psycopg import dialect as psycopg_dialect
+from sqlalchemy.dialects.sqlite import dialect as sqlite_dialect
+from sqlalchemy.engine import Dialect
 
 from domain.hashing import task_hash
 from service.retrieval import repository as repo
@@ -70,3 +73,36 @@ def test_candidate_filters_and_leakage_guards(cited_db: Database, cited_pks: dic
     # Only what existed at `as_of`.
     assert candidates(cited_db, cited_pks, replace(ALL, as_of=datetime(2024, 6, 1, tzinfo=UTC))) == {"tea"}
     assert candidates(cited_db, cited_pks, replace(ALL, as_of=datetime(2023, 1, 1, tzinfo=UTC))) == set()
+
+
+def test_a_filter_value_longer_than_its_column_is_not_cut_short(cited_db: Database, cited_pks: dict[str, int]) -> None:
+    # PostgreSQL binds each list as one array; cast to the column's VARCHAR(16)[] the
+    # value below would be cut to "make tea"'s hash and hide "tea" and "both".
+    longer = task_hash("make tea") + "0"
+    assert candidates(cited_db, cited_pks, replace(ALL, exclude_task_hashes=[longer])) == {"tea", "coffee", "both"}
+
+
+def test_on_postgresql_a_list_is_one_parameter() -> None:
+    """The candidate read's text does not change with the number of pks on PostgreSQL
+    (psycopg prepares it after a few runs, and its plan is kept); SQLite takes a list
+    as one parameter per value."""
+    filters = replace(ALL, exclude_task_hashes=["a", "b"], exclude_trajectory_ids=["t"])
+
+    def text(dialect: Dialect, pks: list[int]) -> str:
+        stmt = repo._candidate_statement(dialect.name == "postgresql", False, False, False, False, False, True, True)
+        params = {
+            "pks": pks,
+            "namespace": "mem",
+            "kinds": list(filters.kinds),
+            "statuses": list(filters.statuses),
+            "model": "m",
+            "task_hashes": list(filters.exclude_task_hashes),
+            "trajectory_ids": list(filters.exclude_trajectory_ids),
+        }
+        return stmt.compile(dialect=dialect).construct_expanded_state(params).statement
+
+    pg = psycopg_dialect()
+    assert text(pg, [1, 2, 3]) == text(pg, list(range(60)))
+    assert "ANY" in text(pg, [1])
+    lite = sqlite_dialect()
+    assert text(lite, [1, 2, 3]) != text(lite, list(range(60)))

@@ -78,10 +78,12 @@ def schema_status(engine: Engine) -> SchemaStatus:
     return SchemaStatus(current=tuple(current), head=heads())
 
 
-# Engine structures of the lexical index that the ORM does not describe (migration
-# 0006): SQLite's FTS5 table and its shadow tables, PostgreSQL's tsvector column.
+# Engine structures of the lexical index that the ORM does not describe: SQLite's FTS5
+# table and its shadow tables (migration 0006) and the index its join reads (0020),
+# PostgreSQL's tsvector column and its GIN index (0006).
 ENGINE_ONLY_TABLES = ("lexical_fts",)
 ENGINE_ONLY_COLUMNS = {("lexical_texts", "tsv")}
+ENGINE_ONLY_INDEXES = {"ix_lexical_texts_tsv", "ix_lexical_texts_match"}
 
 
 def include_name(name: str | None, type_: str, parent_names: dict[str, str | None]) -> bool:
@@ -91,4 +93,4 @@ def include_name(name: str | None, type_: str, parent_names: dict[str, str | Non
         return False
     if type_ == "column" and (parent_names.get("table_name"), name) in ENGINE_ONLY_COLUMNS:
         return False
-    return not (type_ == "index" and name == "ix_lexical_texts_tsv")
+    return not (type_ == "index" and name in ENGINE_ONLY_INDEXES)

@@ -201,9 +201,12 @@ def _matches_statement(postgres: bool, n_kinds: int) -> TextClause:
             "SELECT t.reflection_pk, ts_rank(t.tsv, q) AS score FROM lexical_texts t, to_tsquery('simple', :q) q "
             f"WHERE t.namespace = :ns AND t.kind IN ({kind_list}) AND t.tsv @@ q ORDER BY score DESC LIMIT :n"
         )
+    # Each match's namespace and kind from the index of migration 0020 (~30 bytes an
+    # entry), not from its row (~1 KB of text and keys): SQLite's planner takes a rowid's
+    # own row unless told otherwise.
     return text(
         "SELECT t.reflection_pk, -bm25(lexical_fts) AS score FROM lexical_fts "
-        "JOIN lexical_texts t ON t.reflection_pk = lexical_fts.rowid "
+        "JOIN lexical_texts t INDEXED BY ix_lexical_texts_match ON t.reflection_pk = lexical_fts.rowid "
         f"WHERE lexical_fts MATCH :q AND t.namespace = :ns AND t.kind IN ({kind_list}) "
         "ORDER BY score DESC LIMIT :n"
     )

@@ -83,10 +83,9 @@ def insert_for(dialect: str) -> Callable[..., Any]:
 def one_of(column: Any, name: str, postgres: bool) -> Any:
     """`column IN (the list bound as :name)`. PostgreSQL: `column = ANY(:name)`, the
     list bound as one array, so the statement's text is the same whatever the list's
-    length; psycopg then prepares it after a few runs, and the plan stays the one for
-    that text. Expanded into one parameter per value (the way SQLite takes a list), each
-    length is another statement, planned on every run (0.4-0.9 ms for a retrieve's
-    candidate read) and, with no table statistics yet, planned as a scan."""
+    length, and psycopg prepares it after five runs. Expanded into one parameter per
+    value (the way SQLite takes a list), each length was another statement, planned on
+    every run (0.9-1.1 ms for a retrieve's candidate read)."""
     if postgres:
         # an array of the unbounded type: a cast to VARCHAR(16)[] would cut a longer value
         # short, and a cut value could equal a stored one

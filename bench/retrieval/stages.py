@@ -48,9 +48,9 @@ from bench.retrieval.populate import populate
 NS = "stages"
 ADMIN_KEY = "reflexa-bench-stages-admin-key-0000"
 
-# (label, module, attribute path): the function each stage times. Methods are timed on
-# the live service objects (`services.` paths), module functions where their callers
-# look them up (tests/bench/test_retrieval_stages.py runs every one).
+# (label, dotted path of the function it times): methods on the live service objects
+# (`services.` paths), module functions in the module their callers look them up in
+# (tests/bench/test_retrieval_stages.py runs every one).
 STAGES: tuple[tuple[str, str], ...] = (
     ("retrieve: the service's whole call", "services.retrieval._retrieve"),
     ("encode the query", "services.retrieval.search.embed"),

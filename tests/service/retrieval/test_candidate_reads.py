@@ -84,8 +84,8 @@ def test_a_filter_value_longer_than_its_column_is_not_cut_short(cited_db: Databa
 
 def test_on_postgresql_a_list_is_one_parameter() -> None:
     """The candidate read's text does not change with the number of pks on PostgreSQL
-    (psycopg prepares it after a few runs, and its plan is kept); SQLite takes a list
-    as one parameter per value."""
+    (so psycopg prepares it after five runs); SQLite takes a list as one parameter per
+    value."""
     filters = replace(ALL, exclude_task_hashes=["a", "b"], exclude_trajectory_ids=["t"])
 
     def text(dialect: Dialect, pks: list[int]) -> str:

@@ -177,8 +177,13 @@ def list_lexical_matches(
     the query's words among the namespace's reflections of these kinds. `keep`: which
     of the words to search by (e.g. the rare ones; all by default)."""
     words = query_words(query)
-    if keep is not None:
-        words = keep(words)
+    return list_word_matches(session, namespace, kinds, keep(words) if keep is not None else words, limit)
+
+
+def list_word_matches(
+    session: Session, namespace: str, kinds: Sequence[str], words: Sequence[str], limit: int
+) -> list[tuple[int, float]]:
+    """`list_lexical_matches` for words already chosen (`query_words`' tokens)."""
     if not words or not kinds:
         return []
     params: dict[str, object] = {"ns": namespace, "n": limit, **{f"k{i}": k for i, k in enumerate(kinds)}}
@@ -190,6 +195,20 @@ def list_lexical_matches(
     # Core rows on the session's connection: this runs on every retrieve.
     rows = session.connection().execute(_matches_statement(postgres, len(kinds)), params)
     return [(int(pk), float(score)) for pk, score in rows]
+
+
+def read_generation(session: Session, namespace: str) -> int:
+    """Where the lexical index stands for the namespace's searches (migration 0021):
+    any write to `lexical_texts` that can change their matches moves it, in the
+    writing transaction. SQLite's one counter covers every namespace (bm25 weighs by
+    the whole index); PostgreSQL's is the namespace's own. A namespace never written
+    since the migration reads 0, as its first write moves it to 1."""
+    scope = namespace if session.get_bind().dialect.name == "postgresql" else ""
+    found = session.connection().execute(_GENERATION, {"scope": scope}).scalar()
+    return int(found) if found is not None else 0
+
+
+_GENERATION = text("SELECT generation FROM lexical_generations WHERE scope = :scope")
 
 
 @functools.cache

@@ -363,6 +363,19 @@ class LexicalText(Base):
     keys: Mapped[bytes | None] = mapped_column(LargeBinary, nullable=True)
 
 
+class LexicalGeneration(Base):
+    """How many times the lexical index has changed: moved by triggers on
+    `lexical_texts` (migration 0021) in the writing transaction, read by a retrieve to
+    reuse an earlier search's matches while it stands still (store.lexical.
+    read_generation). SQLite: one row, scope '' (bm25's statistics span the whole
+    index); PostgreSQL: one row per namespace (ts_rank scores each text by itself)."""
+
+    __tablename__ = "lexical_generations"
+
+    scope: Mapped[str] = mapped_column(String(64), primary_key=True)
+    generation: Mapped[int] = mapped_column(BigInteger)
+
+
 class IndexChange(Base):
     """The change feed the in-memory vector indexes catch up from.
 

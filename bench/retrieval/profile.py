@@ -28,7 +28,7 @@ PROFILE_BUCKETS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("index catch-up check (registry.sync)", ("IndexRegistry.sync",)),
     ("embed query (GIL-held part: tokenize, pool)", ("OnnxEmbedder.encode", "CachedEmbedder.encode")),
     ("index search (faiss)", ("VectorIndex.search",)),
-    ("SQL: lexical matches (FTS5 / tsvector; while the query is encoded)", ("list_lexical_matches",)),
+    ("SQL: lexical matches (FTS5 / tsvector; while the query is encoded)", ("list_word_matches",)),
     ("SQL: load candidates with their vectors (50 rows)", ("list_candidates",)),
     ("rank candidates", ("RetrievalService._candidates", "utility", "recency_factor", "RetrievalService._choose")),
     ("SQL: evidence of served items", ("list_evidence_summaries",)),

@@ -15,6 +15,7 @@ from domain.reflections import TASK_KEYED
 from domain.settings import NamespaceSettings
 from domain.state_text import internal_text, state_text, task_query_text
 from service.retrieval import repository as repo
+from service.retrieval.lexical_matches import LexicalMatches
 from service.retrieval.lexical_terms import TermCounts
 from service.retrieval.schemas import RetrieveRequest
 from store import lexical as lexical_repo
@@ -61,6 +62,7 @@ class CandidateSearch:
         self.embedder = embedder
         self.registry = registry
         self.terms = TermCounts()  # which query words the lexical index is searched by
+        self.lexical = LexicalMatches()  # recent matches, reused while the index stands still
 
     @staticmethod
     def texts(reqs: list[RetrieveRequest], settings: NamespaceSettings) -> list[dict[str, str]]:
@@ -101,18 +103,20 @@ class CandidateSearch:
     def lexical_hits_live(self, ns: str, reqs: list[RetrieveRequest], texts: list[dict[str, str]]) -> list[set[int]]:
         """Each request's matches in the live lexical index: it needs the texts, not the
         vectors, so a retrieve runs it while the encoder (which lets go of the GIL)
-        works on the same texts."""
+        works on the same texts. Matches searched at the index's current generation are
+        reused (`LexicalMatches`)."""
         with self.db.read() as session:
-            return [
-                self._lexical_hits(
-                    req,
-                    t,
-                    lambda kinds, text, n: lexical_repo.list_lexical_matches(
-                        session, ns, kinds, text, n, keep=lambda words: self.terms.searchable(session, words)
-                    ),
-                )
-                for req, t in zip(reqs, texts, strict=True)
-            ]
+            generation: list[int] = []  # read once, before the first search
+
+            def matches(kinds: list[str], text: str, n: int) -> list[tuple[int, float]]:
+                words = self.terms.searchable(session, lexical_repo.query_words(text))
+                if not words:
+                    return []
+                if not generation:
+                    generation.append(lexical_repo.read_generation(session, ns))
+                return self.lexical.matches(session, generation[0], ns, kinds, words, n)
+
+            return [self._lexical_hits(req, t, matches) for req, t in zip(reqs, texts, strict=True)]
 
     @staticmethod
     def wanted(req: RetrieveRequest) -> int:

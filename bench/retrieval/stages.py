@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import functools
 import importlib
+import math
 import os
 import shutil
 import statistics
@@ -197,6 +198,10 @@ def _ms(values: list[float]) -> float:
     return statistics.median(values) * 1000 if values else float("nan")
 
 
+def _cell(ms: float) -> str:
+    return "–" if math.isnan(ms) else f"{ms:.2f}"  # a stage never called
+
+
 def _table(marks: dict[str, list[float]], requests: int) -> list[Timed]:
     return [
         Timed(label, len(marks[label]), _ms(marks[label]), sum(marks[label]) * 1000 / requests) for label, _ in STAGES
@@ -246,8 +251,8 @@ def report(results: dict[str, Any], args: argparse.Namespace) -> str:
     n_miss, n_hit = results["miss"]["n"], results["hit"]["n"]
     for m, h in zip(results["miss"]["stages"], results["hit"]["stages"], strict=True):
         lines.append(
-            f"| {m.label} | {m.calls / n_miss:.2f} | {m.p50_ms:.2f} | {m.per_request_ms:.2f} "
-            f"| {h.calls / n_hit:.2f} | {h.p50_ms:.2f} | {h.per_request_ms:.2f} |"
+            f"| {m.label} | {m.calls / n_miss:.2f} | {_cell(m.p50_ms)} | {m.per_request_ms:.2f} "
+            f"| {h.calls / n_hit:.2f} | {_cell(h.p50_ms)} | {h.per_request_ms:.2f} |"
         )
     return "\n".join(lines)
 

@@ -9,6 +9,7 @@ routes (service/retrieval/log.py).
 from __future__ import annotations
 
 import dataclasses
+import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -328,12 +329,14 @@ class RetrievalService:
         # The live lexical index is searched by the texts, and a single request's
         # matches read, while the encoder (which lets go of the GIL) embeds them: a
         # retrieve waits for the longer of the two.
+        encoded = threading.Event()
         pending = (
-            _LEXICAL_SEARCHES.submit(self._lexical_live, ns, reqs, texts, partial_kinds)
+            _LEXICAL_SEARCHES.submit(self._lexical_live, ns, reqs, texts, partial_kinds, encoded)
             if lexical and view.pinned is None
             else None
         )
         queries = self.search.embed(texts)
+        encoded.set()
         dense: list[Hits] | None = None
         dense_rows: _ReadRows | None = None
         if pending is not None and len(reqs) == 1 and not pending.done():
@@ -402,15 +405,23 @@ class RetrievalService:
         ], records
 
     def _lexical_live(
-        self, ns: str, reqs: list[RetrieveRequest], texts: list[dict[str, str]], partial_kinds: frozenset[str]
+        self,
+        ns: str,
+        reqs: list[RetrieveRequest],
+        texts: list[dict[str, str]],
+        partial_kinds: frozenset[str],
+        encoded: threading.Event,
     ) -> tuple[list[set[int]], _ReadRows | None]:
         """The live lexical matches of every request and, for a single request, their
         candidate rows too: both need the texts, not the vectors, so they run while
         the encoder (which lets go of the GIL) embeds the texts. A batch reads its
-        rows together afterwards (`_prefetch`)."""
+        rows together afterwards (`_prefetch`), and so does a request whose encode
+        is over (`encoded`: a cached query): the rows would only compete for the GIL
+        with the dense rows the request reads meanwhile, and be read twice where the
+        two searches found the same items."""
         with self.db.one_read():  # the matches and their rows: one checkout, one BEGIN
             hits = self.search.lexical_hits_live(ns, reqs, texts)
-            if len(reqs) != 1 or not hits[0]:
+            if len(reqs) != 1 or not hits[0] or encoded.is_set():
                 return hits, None
             return hits, self._read_rows(ns, reqs[0], hits[0], partial_kinds)
 

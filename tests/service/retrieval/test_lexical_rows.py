@@ -1,10 +1,10 @@
 """A single retrieve reads its lexical matches' candidate rows in the lexical search's
 thread, while the query is encoded (`RetrievalService._lexical_live`), and only the
 dense search's other rows afterwards; when the encode ends first (a cached query),
-it searches the vectors and reads their rows while the lexical search finishes. On
-both engines each way serves exactly what reading every candidate in one query
-serves, with every filter: the matches that fail the filters are read once, left
-out, and not served."""
+it searches the vectors and reads their rows while the lexical search finishes (on
+SQLite the request then reads the matches' other rows itself). On both engines each way serves exactly
+what reading every candidate in one query serves, with every filter: the matches
+that fail the filters are read once, left out, and not served."""
 
 from __future__ import annotations
 
@@ -95,6 +95,7 @@ def test_the_lexical_matches_rows_read_beside_the_encode_serve_what_one_read_ser
         return (hits, rows) if preload else (hits, None)
 
     monkeypatch.setattr(retrieval, "_lexical_live", live)
+    monkeypatch.setattr(retrieval_service, "_LEXICAL_SEARCHES", _Finished())  # done before the encode ends
     compared = 0
     for body in BODIES:
         for query in QUERIES:
@@ -165,24 +166,36 @@ def test_a_cached_query_reads_its_dense_rows_while_the_lexical_search_finishes(
 ) -> None:
     retrieval = api.app.state.services.retrieval  # type: ignore[attr-defined]
     original = retrieval._read_rows
-    reads: list[int] = []
+    original_live = retrieval._lexical_live
+    reads: list[Any] = []
 
     def counted(*args: Any) -> Any:
-        reads.append(len(args[2]))
+        reads.append("rows")
         return original(*args)
 
+    def live(*args: Any) -> Any:
+        hits, rows = original_live(*args)
+        reads.append(("lexical search done", rows is not None))
+        return hits, rows
+
     monkeypatch.setattr(retrieval, "_read_rows", counted)
+    monkeypatch.setattr(retrieval, "_lexical_live", live)
+    postgres = api.app.state.services.db.dialect == "postgresql"  # type: ignore[attr-defined]
     compared = 0
     for body in BODIES:
         for query in QUERIES:
             monkeypatch.setattr(retrieval_service, "_LEXICAL_SEARCHES", _StillRunning())
             reads.clear()
             early = served(api, query, body)
-            assert len(reads) == 2, (body, query)  # the dense hits' rows, then the lexical matches'
+            # the dense hits' rows, then the search's: on PostgreSQL read by the search,
+            # on SQLite (once the encode is over) left to the request, read with its
+            # other candidates
+            after = ["rows", ("lexical search done", True)] if postgres else [("lexical search done", False)]
+            assert reads == ["rows", *after], (body, query)
             monkeypatch.setattr(retrieval_service, "_LEXICAL_SEARCHES", _Finished())
             reads.clear()
             late = served(api, query, body)
-            assert len(reads) == 1  # the lexical matches' rows only
+            assert reads == ["rows", ("lexical search done", True)]  # the matches' rows only, beside the encode
             assert early == late, (body, query)
             compared += bool(early)
     assert compared > 30

@@ -1,9 +1,9 @@
 """A process's recent lexical matches, reused while the lexical index stands still.
 
 A repeated query (an agent back in a state it has seen: the query's vectors are
-cached, so the encode is skipped) would otherwise wait for the same lexical search
-again, the slowest part of its retrieve (1.5-2 ms on SQLite, ~5 ms on PostgreSQL in
-bench.retrieval.stages). The matches depend only on the words searched, the
+cached, so the encode is skipped) would otherwise run the same lexical search again:
+2.4-2.6 ms of SQL on SQLite, 7-8 ms on PostgreSQL, where a cache hit waited for it
+(bench.retrieval.stages, docs/benchmarks.md). The matches depend only on the words searched, the
 namespace, the kinds, the limit and the index's contents; the contents are stood for
 by `store.lexical.read_generation`, a counter that every write to the lexical texts
 moves in its own transaction (migration 0021). It is read before the search, so a

@@ -23,3 +23,4 @@ def test_stages_time_every_stage_of_a_retrieve(capsys: pytest.CaptureFixture[str
             assert float(calls) > 0, label
     assert repository.list_candidates is read
     assert "canned answer" in out and "bare ASGI handler" in out
+    assert "the whole call, the retrieval log written after the answer" in out

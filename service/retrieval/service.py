@@ -418,12 +418,12 @@ class RetrievalService:
         rows together afterwards (`_prefetch`). On SQLite, so does a request whose
         encode is over (`encoded`: a cached query): building rows from SQLite is
         Python under the GIL, so beside the dense rows the request reads meanwhile
-        it only slows both (a cache hit 6.6-7.6 ms against 8.6-10.2 read after). On
+        it only slows both (a cache hit 6.6-9.8 ms read after, 8.5-11.4 beside). On
         PostgreSQL the two reads mostly wait on the server, so they overlap (reading
         them after made a hit 12.1 -> 14.2 ms: docs/benchmarks.md)."""
         with self.db.one_read():  # the matches and their rows: one checkout, one BEGIN
             hits = self.search.lexical_hits_live(ns, reqs, texts)
-            if len(reqs) != 1 or not hits[0] or (encoded.is_set() and self.db.dialect != "postgresql"):
+            if len(reqs) != 1 or not hits[0] or (encoded.is_set() and not self.db.is_postgres):
                 return hits, None
             return hits, self._read_rows(ns, reqs[0], hits[0], partial_kinds)
 

@@ -19,10 +19,6 @@ def _generation(db: Database, ns: str) -> int:
         return lexical.read_generation(s, ns)
 
 
-def _postgres(db: Database) -> bool:
-    return db.engine.dialect.name == "postgresql"
-
-
 def test_every_committed_write_of_a_lexical_text_moves_the_generation(database_url: str) -> None:
     db = make_db(database_url, "mem", "other")
     try:
@@ -71,7 +67,7 @@ def test_which_namespaces_a_write_moves(database_url: str) -> None:
         # SQLite: bm25 weighs every match by the whole index, so "mem"'s searches
         # must see a write to "other" too; PostgreSQL's ts_rank does not.
         assert _generation(db, "other") == 1
-        assert _generation(db, "mem") == (0 if _postgres(db) else 1)
+        assert _generation(db, "mem") == (0 if db.is_postgres else 1)
     finally:
         db.dispose()
 
@@ -86,13 +82,13 @@ def test_a_bulk_statement_moves_each_namespace_it_writes(database_url: str) -> N
                 for i, (pk, ns) in enumerate(zip(pks, ["mem"] * 3 + ["other"] * 2, strict=True))
             ]
             s.execute(insert(LexicalText).values(rows))  # one statement, five rows
-        if _postgres(db):  # one statement: each namespace's row moves once
+        if db.is_postgres:  # one statement: each namespace's row moves once
             assert (_generation(db, "mem"), _generation(db, "other")) == (1, 1)
         else:  # row triggers on the one counter
             assert _generation(db, "mem") == _generation(db, "other") == 5
         with db.write() as s:
             s.execute(delete(LexicalText).where(LexicalText.namespace == "mem"))
-        if _postgres(db):
+        if db.is_postgres:
             assert (_generation(db, "mem"), _generation(db, "other")) == (2, 1)
         else:
             assert _generation(db, "mem") == 8

@@ -66,7 +66,7 @@ def test_a_repeated_query_reuses_its_matches_until_a_write_could_change_them(
     post_trajectory(client, "elsewhere", "v", steps=[step("A quiet field.", "walk")], success=True)
     drain(client)
     retrieve(client, "m")
-    postgres = client.app.state.services.db.dialect == "postgresql"  # type: ignore[attr-defined]
+    postgres = client.app.state.services.db.is_postgres  # type: ignore[attr-defined]
     # SQLite's bm25 weighs matches by the whole index, so another namespace's write
     # is a reason to search again; PostgreSQL's ts_rank is not.
     assert len(searches.calls) == (2 if postgres else 3)

@@ -180,7 +180,7 @@ def test_a_cached_query_reads_its_dense_rows_while_the_lexical_search_finishes(
 
     monkeypatch.setattr(retrieval, "_read_rows", counted)
     monkeypatch.setattr(retrieval, "_lexical_live", live)
-    postgres = api.app.state.services.db.dialect == "postgresql"  # type: ignore[attr-defined]
+    postgres = api.app.state.services.db.is_postgres  # type: ignore[attr-defined]
     compared = 0
     for body in BODIES:
         for query in QUERIES:

@@ -14,7 +14,10 @@ for PING_AFTER_IDLE_S (a restart or a dropped link is found before the request
 uses it); one back in use within that time is not (under load that is nearly
 every checkout, and the ping was a round trip per unit of work). A connection
 that died in between fails its request (a 503, retried by the client) and makes
-the pool replace every connection opened before.
+the pool replace every connection opened before. A read that asks for no
+transaction (`read(autocommit=True)`) runs each statement on its own: PostgreSQL's
+READ COMMITTED gives every statement of a transaction its own snapshot anyway, so
+the BEGIN and the ROLLBACK would be two round trips that buy nothing.
 """
 
 from __future__ import annotations
@@ -155,6 +158,11 @@ class Database:
             threading.RLock() if self.dialect == "sqlite" else nullcontext()
         )
         self._read = sessionmaker(self.engine, expire_on_commit=False, autoflush=False)
+        # SQLite's read transaction costs no round trip and holds the block to one snapshot: kept.
+        self._autocommit_read = self._read
+        if self.dialect == "postgresql":
+            autocommit = self.engine.execution_options(isolation_level="AUTOCOMMIT")
+            self._autocommit_read = sessionmaker(autocommit, expire_on_commit=False, autoflush=False)
         self._write = sessionmaker(write_bind, expire_on_commit=False, autoflush=False)
         self._shared_read = threading.local()  # this thread's `one_read()` session, if any
 
@@ -181,27 +189,34 @@ class Database:
                 return work(session)
 
     @contextmanager
-    def read(self) -> Iterator[Session]:
+    def read(self, *, autocommit: bool = False) -> Iterator[Session]:
         """One read transaction (rolled back at the end; nothing to commit). Inside
-        `one_read()`, the thread's open one."""
+        `one_read()`, the thread's open one.
+
+        `autocommit`: on PostgreSQL no transaction at all, each statement reading what
+        is committed when it runs (what READ COMMITTED gives each statement of a
+        transaction too), without a BEGIN and a ROLLBACK round trip. Only for plain
+        SELECTs: no server-side cursor (`yield_per`), no `FOR UPDATE`, no `SET LOCAL`.
+        SQLite: the same read transaction as without it."""
         shared = getattr(self._shared_read, "session", None)
         if shared is not None:
             yield shared
             return
-        with self._read() as session:  # autobegins; close() rolls back
+        with (self._autocommit_read if autocommit else self._read)() as session:  # close() rolls back
             yield session
 
     @contextmanager
-    def one_read(self) -> Iterator[None]:
+    def one_read(self, *, autocommit: bool = False) -> Iterator[None]:
         """Every `read()` of this thread inside the block shares one read transaction:
         one connection checkout and one BEGIN for a request that reads in several
         short steps (a retrieve: lexical matches, candidates, evidence). The
         transaction is open for the whole block, so never put an embedding call, a
-        wait or a write inside it."""
+        wait or a write inside it. `autocommit` as for `read()`: one checkout, no
+        transaction on PostgreSQL."""
         if getattr(self._shared_read, "session", None) is not None:
             yield
             return
-        with self._read() as session:
+        with (self._autocommit_read if autocommit else self._read)() as session:
             self._shared_read.session = session
             try:
                 yield

@@ -113,7 +113,7 @@ class IndexRegistry:
     def _catch_up(self, namespace: str, state: _NamespaceIndexes) -> int:
         applied = 0
         while True:
-            with self.db.read() as session:
+            with self.db.read(autocommit=True) as session:  # plain SELECTs, polled by requests
                 changes = index_feed.list_changes_after(session, namespace, state.watermark, _FEED_PAGE)
                 upserts = sorted({c.reflection_pk for c in changes if c.op == "upsert"})
                 vectors = embeddings_repo.read_embeddings(session, upserts, self.model)

@@ -10,7 +10,26 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, and_, case, exists, func, insert, select, true, update
+from sqlalchemy import (
+    ARRAY,
+    BigInteger,
+    Boolean,
+    Connection,
+    Float,
+    Integer,
+    String,
+    and_,
+    bindparam,
+    case,
+    exists,
+    func,
+    insert,
+    literal_column,
+    select,
+    true,
+    update,
+)
+from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.orm import Session
 
 from store.database import insert_for
@@ -44,20 +63,35 @@ def create_retrieval(
     holdout draw (reflection pk, withheld, unit).
     Core inserts built once, on the session's connection: the ORM unit of work cost a
     fifth of a retrieve's CPU here, building the statements and going through the
-    session most of what was left."""
+    session most of what was left. PostgreSQL takes the whole record in one statement
+    (`_LOGGED_PG`, one round trip); SQLite, which has none to save, in up to four."""
     conn = session.connection()
-    conn.execute(
-        _INSERT_RETRIEVAL,
-        {
-            "id": id,
-            "namespace": namespace,
-            "query": query,
-            "trajectory_id": trajectory_id,
-            "created_at": created_at or utcnow(),
-            "latency_ms": latency_ms,
-            "context": context,
-        },
-    )
+    retrieval = {
+        "id": id,
+        "namespace": namespace,
+        "query": query,
+        "trajectory_id": trajectory_id,
+        "created_at": created_at or utcnow(),
+        "latency_ms": latency_ms,
+        "context": context,
+    }
+    if conn.dialect.name == "postgresql":
+        conn.execute(
+            _logged_pg(),
+            {
+                **retrieval,
+                "item_pks": [pk for pk, *_ in items],
+                "item_ranks": [rank for _, rank, _, _ in items],
+                "item_scores": [score for *_, score, _ in items],
+                "item_similarities": [sim for *_, sim in items],
+                "holdout_pks": [pk for pk, _, _ in holdouts],
+                "holdout_withheld": [withheld for _, withheld, _ in holdouts],
+                "holdout_units": [unit for *_, unit in holdouts],
+                "served_pks": sorted({pk for pk, *_ in items}),
+            },
+        )
+        return
+    conn.execute(_INSERT_RETRIEVAL, retrieval)
     if items:
         conn.execute(
             _INSERT_RETRIEVAL_ITEM,
@@ -76,6 +110,73 @@ def create_retrieval(
         )
     if items:  # last: the rows it locks are held only until the commit
         _count_served(conn, sorted({pk for pk, *_ in items}))
+
+
+@functools.cache
+def _logged_pg() -> Any:
+    """One retrieval's log on PostgreSQL as one statement: the retrieval, its items
+    and holdout draws from arrays (`unnest`, in the arrays' order), and one more
+    serving for each served item, in key order as `_count_served` (the served pks
+    come sorted). The items and draws select from the retrieval's RETURNING, so they
+    follow it; every foreign key is checked at the statement's end."""
+    r, i, h = Retrieval.__table__, RetrievalItem.__table__, RetrievalHoldout.__table__
+    logged = (
+        insert(r)
+        .values({c: bindparam(c, type_=r.c[c].type) for c in _RETRIEVAL_COLUMNS})
+        .returning(r.c.id)
+        .cte("logged")
+    )
+    item_rows = (
+        func.unnest(
+            bindparam("item_pks", type_=ARRAY(BigInteger)),
+            bindparam("item_ranks", type_=ARRAY(Integer)),
+            bindparam("item_scores", type_=ARRAY(Float)),
+            bindparam("item_similarities", type_=ARRAY(Float)),
+        )
+        .table_valued("reflection_pk", "rank", "score", "similarity")
+        .render_derived("item")
+    )
+    items = (
+        insert(i)
+        .from_select(
+            ["retrieval_id", "reflection_pk", "rank", "score", "similarity"],
+            select(logged.c.id, *item_rows.c).select_from(logged).join(item_rows, true()),
+        )
+        .cte("items")
+    )
+    draw_rows = (
+        func.unnest(
+            bindparam("holdout_pks", type_=ARRAY(BigInteger)),
+            bindparam("holdout_withheld", type_=ARRAY(Boolean)),
+            bindparam("holdout_units", type_=ARRAY(String())),
+        )
+        .table_valued("reflection_pk", "withheld", "unit")
+        .render_derived("draw")
+    )
+    draws = (
+        insert(h)
+        .from_select(
+            ["retrieval_id", "reflection_pk", "withheld", "unit"],
+            select(logged.c.id, *draw_rows.c).select_from(logged).join(draw_rows, true()),
+        )
+        .cte("draws")
+    )
+    served_pks = (
+        func.unnest(bindparam("served_pks", type_=ARRAY(BigInteger)))
+        .table_valued("reflection_pk")
+        .render_derived("served")
+    )
+    served = pg_insert(ReflectionServed.__table__).from_select(
+        ["reflection_pk", "served"], select(served_pks.c.reflection_pk, literal_column("1"))
+    )
+    served = served.on_conflict_do_update(
+        index_elements=["reflection_pk"],
+        set_={"served": ReflectionServed.__table__.c.served + served.excluded.served},
+    )
+    return served.add_cte(logged, items, draws)
+
+
+_RETRIEVAL_COLUMNS = ("id", "namespace", "query", "trajectory_id", "created_at", "latency_ms", "context")
 
 
 def _count_served(conn: Connection, reflection_pks: list[int]) -> None:

@@ -346,9 +346,9 @@ class RetrievalService:
             dense_rows = self._read_rows(ns, reqs[0], dense[0][0], partial_kinds)
         live_lexical, lexical_rows = pending.result() if pending is not None else (None, None)
         read_rows = lexical_rows | dense_rows if lexical_rows is not None else dense_rows
-        # The candidate and evidence reads share one read transaction (the query is
-        # encoded: nothing slow happens inside).
-        with self.db.one_read():
+        # The candidate and evidence reads share one connection (the query is encoded:
+        # nothing slow happens inside); plain SELECTs, so no transaction on PostgreSQL.
+        with self.db.one_read(autocommit=True):
             first_hits = self.search.first_hits(
                 ns, reqs, queries, lexical=lexical, live_lexical=live_lexical, pinned=view.pinned, dense=dense
             )
@@ -421,7 +421,7 @@ class RetrievalService:
         it only slows both (a cache hit 6.6-9.8 ms read after, 8.5-11.4 beside). On
         PostgreSQL the two reads mostly wait on the server, so they overlap (reading
         them after made a hit 12.1 -> 14.2 ms: docs/benchmarks.md)."""
-        with self.db.one_read():  # the matches and their rows: one checkout, one BEGIN
+        with self.db.one_read(autocommit=True):  # the matches and their rows: one checkout
             hits = self.search.lexical_hits_live(ns, reqs, texts)
             if len(reqs) != 1 or not hits[0] or (encoded.is_set() and not self.db.is_postgres):
                 return hits, None
@@ -430,7 +430,7 @@ class RetrievalService:
     def _read_rows(self, ns: str, req: RetrieveRequest, pks: set[int], partial_kinds: frozenset[str]) -> _ReadRows:
         """The live candidate rows among `pks` that pass the request's row filters."""
         asked = sorted(pks)
-        with self.db.read() as session:
+        with self.db.read(autocommit=True) as session:
             rows = repo.list_candidates(
                 session, ns, asked, _sql_filters(self._filters(req), req, partial_kinds), self.embedder.name
             )

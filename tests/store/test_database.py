@@ -1,7 +1,7 @@
 """Engines and units of work (store/database.py): SQLite connections run in WAL
 mode with foreign keys enforced; the reads of one thread inside `one_read()` share
 one transaction; PostgreSQL pings a pooled connection only after it sat idle, and
-replaces one that died meanwhile."""
+replaces one that died meanwhile; a read without a transaction on PostgreSQL."""
 
 from __future__ import annotations
 
@@ -98,6 +98,56 @@ def test_postgres_replaces_an_idle_connection_that_died(pg_databases: Any) -> No
         with db.write() as s:  # its ping fails; the pool opens another: no error reaches the request
             s.execute(text("INSERT INTO t VALUES (1)"))
         with db.read() as s:
+            assert s.execute(text("SELECT count(*) FROM t")).scalar_one() == 1
+    finally:
+        db.dispose()
+
+
+@pytest.mark.postgres
+def test_postgres_autocommit_reads_open_no_transaction_and_leave_none_behind(pg_databases: Any) -> None:
+    """`read(autocommit=True)` sends no BEGIN: each statement reads what is committed
+    when it runs, as under READ COMMITTED, and the server shows no open transaction
+    between them. The pooled connection goes back transactional: a write unit on it
+    after such a read still rolls back as a whole."""
+    url = pg_databases.create()
+    db = Database(url, pool_size=1)
+    try:
+        with db.write() as s:
+            s.execute(text("CREATE TABLE t (x int)"))
+        with db.one_read(autocommit=True), db.read() as s, db.read(autocommit=True) as joined:
+            assert joined is s  # inside one_read, every read shares its connection
+            assert s.execute(text("SELECT count(*) FROM t")).scalar_one() == 0
+            driver = s.connection().connection.dbapi_connection
+            assert driver is not None and driver.info.transaction_status.name == "IDLE"
+            with db.write() as w:  # another connection commits between two statements
+                w.execute(text("INSERT INTO t VALUES (1)"))
+            assert s.execute(text("SELECT count(*) FROM t")).scalar_one() == 1
+        with pytest.raises(RuntimeError), db.write() as s:  # the same pooled connection
+            s.execute(text("INSERT INTO t VALUES (2)"))
+            raise RuntimeError("rolled back")
+        with db.read() as s:
+            assert s.execute(text("SELECT count(*) FROM t")).scalar_one() == 1
+            driver = s.connection().connection.dbapi_connection
+            assert driver is not None and driver.info.transaction_status.name == "INTRANS"
+    finally:
+        db.dispose()
+
+
+def test_sqlite_autocommit_reads_keep_their_snapshot(tmp_path: Path) -> None:
+    """On SQLite `autocommit` changes nothing: the block is one read transaction, so a
+    commit made meanwhile stays unseen until it ends (no round trip to save there)."""
+    url = f"sqlite:///{tmp_path / 'r.db'}"
+    upgrade(url)
+    db = Database(url)
+    try:
+        with db.write() as s:
+            s.execute(text("CREATE TABLE t (x int)"))
+        with db.one_read(autocommit=True), db.read() as s:
+            assert s.execute(text("SELECT count(*) FROM t")).scalar_one() == 0
+            with db.write() as w:
+                w.execute(text("INSERT INTO t VALUES (1)"))
+            assert s.execute(text("SELECT count(*) FROM t")).scalar_one() == 0
+        with db.read(autocommit=True) as s:
             assert s.execute(text("SELECT count(*) FROM t")).scalar_one() == 1
     finally:
         db.dispose()

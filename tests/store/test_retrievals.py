@@ -5,12 +5,14 @@ retrievals of an episode."""
 
 from __future__ import annotations
 
+import pytest
 from sqlalchemy import delete, func, select
+from sqlalchemy.exc import IntegrityError
 
 from store import namespaces as namespaces_repo
 from store import retrievals as retrievals_repo
 from store.database import Database
-from store.models import Reflection, ReflectionServed, RetrievalItem
+from store.models import Reflection, ReflectionServed, Retrieval, RetrievalHoldout, RetrievalItem
 
 
 def served(cited_db: Database, rid: str, cited_pks: list[int]) -> None:
@@ -71,6 +73,77 @@ def test_a_retrieval_is_logged_with_what_it_served(cited_db: Database, cited_pks
         ).all()
         assert [tuple(i) for i in items] == [(cited_pks["tea"], 0, 0.75, 0.5), (cited_pks["both"], 1, 0.25, 0.125)]
         assert retrievals_repo.read_outcome(s, "r_1") is None
+
+
+def test_a_retrieval_logs_its_holdout_draws_and_every_item_as_given(
+    cited_db: Database, cited_pks: dict[str, int]
+) -> None:
+    """All four parts of a record (PostgreSQL writes them in one statement): items in
+    the order given, not the pks' order, with their scores to the bit; the draws with
+    their arms and units; a record with draws and no items counts no serving."""
+    tea, both = cited_pks["tea"], cited_pks["both"]
+    items = [(both, 0, 0.1 + 0.2, 1 / 3), (tea, 1, -0.0, 2.5e-300)]
+    with cited_db.write() as s:
+        retrievals_repo.create_retrieval(
+            s,
+            id="r_draws",
+            namespace="mem",
+            query={"state": {"observation": "ünïcode 'quoted' \"x\""}},
+            trajectory_id="ep-1",
+            items=items,
+            holdouts=[(both, False, "ep-1"), (tea, True, "ep-1")],
+            context="## Memory\n- tea",
+            latency_ms=12.5,
+        )
+        retrievals_repo.create_retrieval(
+            s, id="r_withheld", namespace="mem", query={}, trajectory_id=None, items=[], holdouts=[(tea, True, "u")]
+        )
+    with cited_db.read() as s:
+        logged = s.execute(
+            select(RetrievalItem.reflection_pk, RetrievalItem.rank, RetrievalItem.score, RetrievalItem.similarity)
+            .where(RetrievalItem.retrieval_id == "r_draws")
+            .order_by(RetrievalItem.rank)
+        ).all()
+        assert [tuple(i) for i in logged] == items
+        draws = s.execute(
+            select(
+                RetrievalHoldout.retrieval_id,
+                RetrievalHoldout.reflection_pk,
+                RetrievalHoldout.withheld,
+                RetrievalHoldout.unit,
+            ).order_by(RetrievalHoldout.retrieval_id, RetrievalHoldout.reflection_pk)
+        ).all()
+        assert sorted(tuple(d) for d in draws) == sorted(
+            [("r_draws", both, False, "ep-1"), ("r_draws", tea, True, "ep-1"), ("r_withheld", tea, True, "u")]
+        )
+        row = s.execute(select(Retrieval).where(Retrieval.id == "r_draws")).scalar_one()
+        assert (row.query, row.trajectory_id, row.latency_ms) == (
+            {"state": {"observation": "ünïcode 'quoted' \"x\""}},
+            "ep-1",
+            12.5,
+        )
+        assert row.created_at.tzinfo is not None
+        counted = dict(s.execute(select(ReflectionServed.reflection_pk, ReflectionServed.served)).tuples().all())
+        assert counted == {both: 1, tea: 1}
+
+
+def test_a_record_naming_a_missing_reflection_writes_nothing(cited_db: Database, cited_pks: dict[str, int]) -> None:
+    """A reflection deleted since serving fails the whole record with an IntegrityError
+    (the retrieval log then writes it without that item: service/retrieval/log.py), and
+    leaves none of its rows behind."""
+    missing = max(cited_pks.values()) + 1000
+    for items, holdouts in (
+        ([(cited_pks["tea"], 0, 0.5, 0.5), (missing, 1, 0.5, 0.5)], []),
+        ([], [(missing, True, "u")]),
+    ):
+        with pytest.raises(IntegrityError), cited_db.write() as s:
+            retrievals_repo.create_retrieval(
+                s, id="r_gone", namespace="mem", query={}, trajectory_id=None, items=items, holdouts=holdouts
+            )
+    with cited_db.read() as s:
+        assert s.scalar(select(func.count()).select_from(Retrieval)) == 0
+        assert s.scalar(select(func.count()).select_from(RetrievalItem)) == 0
+        assert s.scalar(select(func.count()).select_from(ReflectionServed)) == 0
 
 
 def test_each_logged_serving_counts_in_the_served_rollup(cited_db: Database, cited_pks: dict[str, int]) -> None:

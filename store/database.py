@@ -159,10 +159,10 @@ class Database:
         )
         self._read = sessionmaker(self.engine, expire_on_commit=False, autoflush=False)
         # SQLite's read transaction costs no round trip and holds the block to one snapshot: kept.
-        self._autocommit_read = self._read
+        self._autocommit = self._read
         if self.dialect == "postgresql":
             autocommit = self.engine.execution_options(isolation_level="AUTOCOMMIT")
-            self._autocommit_read = sessionmaker(autocommit, expire_on_commit=False, autoflush=False)
+            self._autocommit = sessionmaker(autocommit, expire_on_commit=False, autoflush=False)
         self._write = sessionmaker(write_bind, expire_on_commit=False, autoflush=False)
         self._shared_read = threading.local()  # this thread's `one_read()` session, if any
 
@@ -175,6 +175,18 @@ class Database:
         under 16 concurrent writers p99 was 86x p50 (bench/ingest profile: 94 % of
         request time inside BEGIN). Other processes are still covered by busy_timeout."""
         with self._write_gate, self._write() as session, session.begin():
+            yield session
+
+    @contextmanager
+    def one_statement_write(self) -> Iterator[Session]:
+        """A write unit of exactly one statement. On PostgreSQL it runs with no
+        transaction around it (a statement is atomic by itself, and commits as it
+        ends), without the BEGIN and COMMIT round trips; SQLite: `write()`."""
+        if not self.is_postgres:
+            with self.write() as session:
+                yield session
+            return
+        with self._autocommit() as session:
             yield session
 
     def run_write(self, work: Callable[[Session], T]) -> T:
@@ -202,7 +214,7 @@ class Database:
         if shared is not None:
             yield shared
             return
-        with (self._autocommit_read if autocommit else self._read)() as session:  # close() rolls back
+        with (self._autocommit if autocommit else self._read)() as session:  # close() rolls back
             yield session
 
     @contextmanager
@@ -216,7 +228,7 @@ class Database:
         if getattr(self._shared_read, "session", None) is not None:
             yield
             return
-        with (self._autocommit_read if autocommit else self._read)() as session:
+        with (self._autocommit if autocommit else self._read)() as session:
             self._shared_read.session = session
             try:
                 yield

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from migrations import upgrade
@@ -149,5 +150,26 @@ def test_sqlite_autocommit_reads_keep_their_snapshot(tmp_path: Path) -> None:
             assert s.execute(text("SELECT count(*) FROM t")).scalar_one() == 0
         with db.read(autocommit=True) as s:
             assert s.execute(text("SELECT count(*) FROM t")).scalar_one() == 1
+    finally:
+        db.dispose()
+
+
+@pytest.mark.postgres
+def test_postgres_one_statement_write_commits_as_its_statement_ends(pg_databases: Any) -> None:
+    """No transaction around it: the row is visible elsewhere before the block ends,
+    and a failing statement leaves nothing (a statement is atomic by itself)."""
+    url = pg_databases.create()
+    db = Database(url, pool_size=1)
+    try:
+        with db.write() as s:
+            s.execute(text("CREATE TABLE t (x int PRIMARY KEY)"))
+        with db.one_statement_write() as s:
+            s.execute(text("INSERT INTO t VALUES (1)"))
+            with db.read() as elsewhere:
+                assert elsewhere.execute(text("SELECT count(*) FROM t")).scalar_one() == 1
+        with pytest.raises(IntegrityError), db.one_statement_write() as s:
+            s.execute(text("INSERT INTO t VALUES (2), (1)"))
+        with db.read() as s:
+            assert s.execute(text("SELECT array_agg(x) FROM t")).scalar_one() == [1]
     finally:
         db.dispose()

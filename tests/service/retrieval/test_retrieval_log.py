@@ -42,3 +42,20 @@ def test_gone_targets_are_left_out_and_a_replay_writes_nothing_twice(
         assert sorted(s.scalars(select(RetrievalHoldout.reflection_pk))) == live
         assert s.scalar(select(func.count()).select_from(RetrievalItem)) == len(live)
     assert log.journal.pending == 0  # each record marked done once written
+
+
+def test_one_record_naming_a_gone_reflection_is_written_without_it(
+    cited_db: Database, cited_pks: dict[str, int], tmp_path: Path
+) -> None:
+    """One record is one statement on PostgreSQL, run with no transaction around it:
+    the gone reflection fails it as a whole, and the careful write lands the rest."""
+    log = RetrievalLog(cited_db, tmp_path / "journal")
+    live = sorted(cited_pks.values())[:2]
+    gone = max(cited_pks.values()) + 1000
+    log.defer([record("r_single", "mem", [gone, *live])])()
+    log.write_now([record("r_inline", "mem", live)])
+    with cited_db.read() as s:
+        assert sorted(s.scalars(select(Retrieval.id))) == ["r_inline", "r_single"]
+        items = s.execute(select(RetrievalItem.retrieval_id, RetrievalItem.reflection_pk)).tuples().all()
+        assert sorted(items) == sorted([("r_single", pk) for pk in live] + [("r_inline", pk) for pk in live])
+    assert log.journal.pending == 0

@@ -64,7 +64,7 @@ def create_retrieval(
     Core inserts built once, on the session's connection: the ORM unit of work cost a
     fifth of a retrieve's CPU here, building the statements and going through the
     session most of what was left. PostgreSQL takes the whole record in one statement
-    (`_LOGGED_PG`, one round trip); SQLite, which has none to save, in up to four."""
+    (`_logged_pg`, one round trip); SQLite, which has none to save, in up to four."""
     conn = session.connection()
     retrieval = {
         "id": id,

@@ -17,6 +17,7 @@ beyond its own delay.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import queue
 import socket
 import threading
@@ -53,10 +54,8 @@ def _pump(src: socket.socket, dst: socket.socket, delay_s: float) -> None:
 
 
 def _close(sock: socket.socket) -> None:
-    try:
+    with contextlib.suppress(OSError):  # the other side went first
         sock.shutdown(socket.SHUT_RDWR)
-    except OSError:
-        pass
     sock.close()
 
 
@@ -72,12 +71,18 @@ def _connection(client: socket.socket, target: tuple[str, int], delay_s: float) 
     threading.Thread(target=_pump, args=(upstream, client, delay_s), daemon=True).start()
 
 
-def serve(listen: int, target: tuple[str, int], one_way_ms: float) -> None:
-    server = socket.create_server(("127.0.0.1", listen), reuse_port=False)
-    server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    print(f"proxying 127.0.0.1:{listen} -> {target[0]}:{target[1]}, {one_way_ms} ms each way", flush=True)
+def listen(port: int) -> socket.socket:
+    """The proxy's listening socket on the loopback (port 0: any free one)."""
+    return socket.create_server(("127.0.0.1", port))
+
+
+def serve(server: socket.socket, target: tuple[str, int], one_way_ms: float) -> None:
+    """Accept connections on `server` until it is closed, each one proxied to `target`."""
     while True:
-        client, _ = server.accept()
+        try:
+            client, _ = server.accept()
+        except OSError:  # closed
+            return
         _connection(client, target, one_way_ms / 1000.0)
 
 
@@ -88,7 +93,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--one-way-ms", type=float, default=0.25)
     args = parser.parse_args(argv)
     host, _, port = args.to.rpartition(":")
-    serve(args.listen, (host, int(port)), args.one_way_ms)
+    server = listen(args.listen)
+    print(f"proxying 127.0.0.1:{args.listen} -> {args.to}, {args.one_way_ms} ms each way", flush=True)
+    serve(server, (host, int(port)), args.one_way_ms)
     return 0
 
 

@@ -75,6 +75,7 @@ def create_retrieval(
         "latency_ms": latency_ms,
         "context": context,
     }
+    served = sorted({pk for pk, *_ in items})  # key order: see _count_served
     if conn.dialect.name == "postgresql":
         conn.execute(
             _logged_pg(),
@@ -87,7 +88,7 @@ def create_retrieval(
                 "holdout_pks": [pk for pk, _, _ in holdouts],
                 "holdout_withheld": [withheld for _, withheld, _ in holdouts],
                 "holdout_units": [unit for *_, unit in holdouts],
-                "served_pks": sorted({pk for pk, *_ in items}),
+                "served_pks": served,
             },
         )
         return
@@ -108,8 +109,8 @@ def create_retrieval(
                 for pk, withheld, unit in holdouts
             ],
         )
-    if items:  # last: the rows it locks are held only until the commit
-        _count_served(conn, sorted({pk for pk, *_ in items}))
+    if served:  # last: the rows it locks are held only until the commit
+        _count_served(conn, served)
 
 
 @functools.cache

@@ -117,7 +117,7 @@ class RetrievalLog:
     def write_now(self, records: Sequence[LogRecord]) -> None:
         """Inline: in one write unit, before the caller answers. One record on
         PostgreSQL is one statement (`store.retrievals.create_retrieval`), so it runs
-        without BEGIN and COMMIT: one round trip in place of three."""
+        without BEGIN and COMMIT around it: one round trip."""
         if len(records) == 1 and self.db.is_postgres:
             with self.db.one_statement_write() as session:
                 self.write(session, records)

@@ -107,8 +107,9 @@ def lexical_similarities_of_keys(
     candidate without a lexical text, or when the query has no words.
 
     `vocabulary`: the sorted keys of every text of a batch (`feature_ranks`); each
-    doc is then given as its keys' positions in it (uint16), which sort ~10x faster
-    than the keys (a radix sort) in the same order, so every similarity is the same."""
+    doc is then given as its keys' positions in it (uint16), counted by position
+    (`_position_weights`) instead of sorted: the same weights, so every similarity is
+    the same."""
     out: list[float | None] = [None] * len(docs)
     present = [i for i, d in enumerate(docs) if d is not None]
     if not query_features or not present:
@@ -121,31 +122,71 @@ def lexical_similarities_of_keys(
         for i in present:
             out[i] = 0.0
         return out
-    owner = np.repeat(np.arange(len(arrays)), [len(a) for a in arrays])
-    keys, where, df = _distinct(flat)
-    if vocabulary is not None:
-        keys = vocabulary[keys]
-    log_n1 = math.log(1 + len(arrays))
-    idf = _on_grid(log_n1 - np.log1p(df) + 1.0)
+    lengths = np.array([len(a) for a in arrays], dtype=np.intp)
     query = feature_keys(query_features)
-    at = np.minimum(np.searchsorted(keys, query), len(keys) - 1)
-    seen = keys[at] == query
-    q_norm = math.sqrt(float(np.where(seen, idf[at], _on_grid(np.float64(log_n1 + 1.0))).sum()))
-    in_query = np.zeros(len(keys), dtype=bool)
-    in_query[at[seen]] = True
-    weights = idf[where]
+    if vocabulary is None:
+        weights, q_weights, in_query_flat = _key_weights(flat, query, len(arrays))
+    else:
+        weights, q_weights, in_query_flat = _position_weights(flat, query, len(arrays), vocabulary)
+    q_norm = math.sqrt(float(q_weights.sum()))
     # The weights lie on a grid of 2^-36, so these sums are exact (up to ~8,000
     # features a text) and do not depend on the order they are added in: two texts
-    # with equal weights tie exactly, whatever their feature keys; and bincount adds
-    # in the keys' order anyway, not a set's (per-process string hashing), so replicas
-    # and restarts agree to the last bit even past that
-    norms = np.bincount(owner, weights=weights, minlength=len(arrays))
-    shared = np.bincount(owner, weights=np.where(in_query[where], weights, 0.0), minlength=len(arrays))
+    # with equal weights tie exactly, whatever their feature keys; and each text's sum
+    # is added in its keys' order anyway, not a set's (per-process string hashing), so
+    # replicas and restarts agree to the last bit even past that
+    norms = _text_sums(weights, lengths)
+    shared = _text_sums(np.where(in_query_flat, weights, 0.0), lengths)
     with np.errstate(invalid="ignore", divide="ignore"):
         sims = np.where(norms > 0, shared / (q_norm * np.sqrt(norms)), 0.0)
     for i, sim in zip(present, sims.tolist(), strict=True):
         out[i] = sim
     return out
+
+
+def _text_sums(values: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """Per text, the sum of its run of `values` (the texts' runs end to end, `lengths`
+    long; 0 for an empty one): `np.add.reduceat`, ~10x faster here than `bincount` by
+    owner. A trailing 0 keeps an empty text's start inside the array."""
+    starts = np.zeros(len(lengths), dtype=np.intp)
+    np.cumsum(lengths[:-1], out=starts[1:])
+    sums = np.add.reduceat(np.append(values, 0.0), starts)
+    sums[lengths == 0] = 0.0  # (reduceat gives the value at the start of an empty run)
+    return sums
+
+
+def _idf(df: np.ndarray, n: int) -> np.ndarray:
+    """√idf's squared weight, idf(f) = ln((1 + n) / (1 + df(f))) + 1, on the grid."""
+    return _on_grid(math.log(1 + n) - np.log1p(df) + 1.0)
+
+
+def _key_weights(flat: np.ndarray, query: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per feature of `flat` (the n texts' sorted keys end to end) its idf, per query
+    feature its idf (that of a feature no text has where none does), and per feature
+    of `flat` whether the query has it: the distinct keys found by sorting."""
+    keys, where, df = _distinct(flat)
+    idf = _idf(df, n)
+    at = np.minimum(np.searchsorted(keys, query), len(keys) - 1)
+    seen = keys[at] == query
+    in_query = np.zeros(len(keys), dtype=bool)
+    in_query[at[seen]] = True
+    return idf[where], np.where(seen, idf[at], _idf(np.zeros(1, dtype=np.intp), n)[0]), in_query[where]
+
+
+def _position_weights(
+    flat: np.ndarray, query: np.ndarray, n: int, vocabulary: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """`_key_weights` for texts given as positions in `vocabulary`: the document
+    frequencies counted by position (`bincount`, no sort), the idf of each count made
+    once (a text counts a feature once, so a count is at most n)."""
+    df = np.bincount(flat)
+    by_count = _idf(np.arange(n + 1), n)
+    at = np.minimum(np.searchsorted(vocabulary, query), len(vocabulary) - 1)
+    at = at[(vocabulary[at] == query) & (at < len(df))]  # the query's features some text has
+    q_df = np.zeros(len(query), dtype=np.intp)
+    q_df[: len(at)] = df[at]  # (a sum: the order of the query's weights does not matter)
+    in_query = np.zeros(len(df), dtype=bool)
+    in_query[at] = True
+    return by_count[df[flat]], by_count[q_df], in_query[flat]
 
 
 _WEIGHT_GRID = 2.0**-36

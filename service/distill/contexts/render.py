@@ -8,6 +8,7 @@ No I/O and no database here: service.py loads, these functions shape.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Sequence
@@ -110,6 +111,19 @@ class ActionGuard:
             total += n
             if not n:
                 return text, total
+
+
+def guard_for(action: Any) -> ActionGuard:
+    """`ActionGuard(action)`, one per distinct action: a guard depends on its action
+    only and is never changed, and a rollout batch repeats few actions over its
+    1,280 steps (compiling each step's patterns again was ~2 % of a request)."""
+    return _guard(("text", action) if isinstance(action, str) else ("json", json.dumps(action)))
+
+
+@functools.lru_cache(maxsize=4096)
+def _guard(key: tuple[str, str]) -> ActionGuard:
+    kind, text = key
+    return ActionGuard(text if kind == "text" else json.loads(text))
 
 
 # -- tokens ---------------------------------------------------------------------

@@ -204,7 +204,7 @@ class DistillService:
                     omitted_steps=omitted,
                     tokens=tokens.count(plain_text) if tokens else None,
                 )
-                at = _At(e_i, position, episode, guards, plain, render.ActionGuard(episode.steps[position].action))
+                at = _At(e_i, position, episode, guards, plain, render.guard_for(episode.steps[position].action))
                 teachers = {
                     spec.key: self._teacher(template, spec, t_i, at, loaded, memory, tokens, body.fade)
                     for t_i, spec in enumerate(body.teachers)

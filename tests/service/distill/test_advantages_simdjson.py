@@ -87,7 +87,13 @@ bodies = st.fixed_dictionaries(
 @given(bodies)
 def test_simdjson_reads_generated_bodies_as_orjson_does(body: dict[str, Any]) -> None:
     # a JSON true/false in a list never reaches either reader (the slow path takes it)
-    assert_same_reading(orjson.dumps(body))
+    raw = orjson.dumps(body)
+    try:
+        assert_same_reading(raw)
+    except advantage_body._Fallback:
+        # handed to the orjson path: a generated string such as "[[" reads, to the byte
+        # scan, like a list that may open inside a list
+        assert advantage_body._may_nest_lists(raw)
 
 
 @pytest.mark.parametrize("case", sorted(CASES))

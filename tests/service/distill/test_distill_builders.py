@@ -179,6 +179,34 @@ def test_the_guard_replaces_whole_words_whatever_the_case_and_spacing() -> None:
     assert ActionGuard("action withheld").redact("the action withheld") == ("the [withheld]", 1)
 
 
+@pytest.mark.parametrize(
+    "action",
+    [
+        "go north",
+        "action withheld",
+        '{"name": "take"}',  # a text that reads as JSON is still a text
+        {"name": "take", "args": {"item": "key", "n": 1.5}},
+        {"args": {"n": 1.5, "item": "key"}, "name": "take"},  # the same call, keys as sent in another order
+        {"name": "schlüssel nehmen", "args": []},
+        ["take", 2],
+    ],
+)
+def test_a_shared_guard_is_the_guard_of_its_action(action: Any) -> None:
+    """Steps with equal actions share one guard (`guard_for`); it has the patterns and
+    marker a guard made for the action has, and a text, a call and another key order
+    each get their own."""
+    shared, own = render.guard_for(action), ActionGuard(action)
+    assert [p.pattern for p in shared.patterns] == [p.pattern for p in own.patterns]
+    assert shared.marker == own.marker
+    assert render.guard_for(json.loads(json.dumps(action))) is shared
+    if isinstance(action, dict):
+        reordered = dict(reversed(list(action.items())))
+        assert render.guard_for(reordered) is not shared
+        assert [p.pattern for p in render.guard_for(reordered).patterns] == [
+            p.pattern for p in ActionGuard(reordered).patterns
+        ]
+
+
 def _shows(action: str, text: str) -> bool:
     """An independent check: the action's words, in order, as whole words."""
     words = action.split()

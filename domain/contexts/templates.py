@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import re
 import string
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
@@ -49,6 +49,11 @@ class ContextTemplate:
     name: str
     version: str
     parts: dict[str, string.Template]
+    # part -> its text split at its placeholders (`_pieces`), once
+    pieces: dict[str, tuple[tuple[str, str], ...]] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "pieces", {part: _pieces(tpl) for part, tpl in self.parts.items()})
 
     @property
     def id(self) -> str:
@@ -56,7 +61,38 @@ class ContextTemplate:
         return f"{self.name}@{self.version}"
 
     def fill(self, part: str, **values: object) -> str:
-        return self.parts[part].substitute({key: str(value) for key, value in values.items()})
+        """`string.Template.substitute` of the part: the same text (KeyError for a
+        placeholder without a value), from the pieces split at load instead of a scan
+        of the template per call; a teacher-contexts request fills ~10k parts."""
+        out = []
+        for literal, name in self.pieces[part]:
+            out.append(literal)
+            if name:
+                out.append(str(values[name]))
+        return "".join(out)
+
+
+def _pieces(tpl: string.Template) -> tuple[tuple[str, str], ...]:
+    """The template's text as (literal, placeholder name) pairs in order, the last
+    one's name empty: the text up to each placeholder, `$$` already made `$`. Only for
+    a valid template (load_template checks `is_valid` first)."""
+    pieces: list[tuple[str, str]] = []
+    literal: list[str] = []
+    at = 0
+    for m in tpl.pattern.finditer(tpl.template):
+        literal.append(tpl.template[at : m.start()])
+        at = m.end()
+        name = m.group("named") or m.group("braced")
+        if name is not None:
+            pieces.append(("".join(literal), name))
+            literal = []
+        elif m.group("escaped") is not None:
+            literal.append(tpl.delimiter)
+        else:
+            raise TemplateError(f"a malformed placeholder at {m.start()}")
+    literal.append(tpl.template[at:])
+    pieces.append(("".join(literal), ""))
+    return tuple(pieces)
 
 
 def available() -> list[str]:

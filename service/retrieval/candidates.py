@@ -151,7 +151,8 @@ class CandidateSearch:
                 depth = min(max(fetch[i] for i, _ in rows), len(index))
                 _, ids = index.search(np.vstack([v for _, v in rows]), depth)
                 for (i, _), found_row in zip(rows, ids, strict=True):
-                    found = [int(x) for x in found_row[: min(fetch[i], len(index))] if x >= 0]
+                    head = found_row[: min(fetch[i], len(index))]
+                    found = head[head >= 0].tolist()
                     pks, exhausted = out[i]
                     pks.update(found)
                     out[i] = (pks, exhausted and len(found) >= len(index))

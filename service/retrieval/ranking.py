@@ -138,6 +138,8 @@ def lexical_similarities_of_keys(
     shared = _text_sums(np.where(in_query_flat, weights, 0.0), lengths)
     with np.errstate(invalid="ignore", divide="ignore"):
         sims = np.where(norms > 0, shared / (q_norm * np.sqrt(norms)), 0.0)
+    if len(present) == len(docs):  # (every candidate has a lexical text, as most do)
+        return sims.tolist()  # type: ignore[no-any-return]
     for i, sim in zip(present, sims.tolist(), strict=True):
         out[i] = sim
     return out

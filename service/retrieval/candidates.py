@@ -36,10 +36,6 @@ class Query:
     hashes: dict[str, str]  # "state" / "internal" / "task" -> hash of the text embedded
     texts: dict[str, str]  # "state" / "internal" / "task" -> the text embedded
 
-    def text_for(self, kind: str) -> str | None:
-        """The query text an item of this kind is matched against (lexically too)."""
-        return self.texts.get("task" if kind in TASK_KEYED else "state")
-
     def for_kind(self, kind: str) -> np.ndarray | None:
         """The vector an item of this kind is matched against (None: not matchable)."""
         return self.task if kind in TASK_KEYED else self.state

@@ -117,17 +117,38 @@ def lexical_similarities_of_keys(
     # Each text is its sorted array of feature keys, so this runs as a few numpy
     # passes over all candidates' features at once instead of Python loops.
     arrays: list[np.ndarray] = [docs[i] for i in present]  # type: ignore[misc]
-    flat = np.concatenate(arrays)
-    if not len(flat):  # no candidate text has a word: nothing in common with any
-        for i in present:
-            out[i] = 0.0
-        return out
     lengths = np.array([len(a) for a in arrays], dtype=np.intp)
+    sims = _similarities(query_features, np.concatenate(arrays), lengths, vocabulary)
+    if len(present) == len(docs):  # (every candidate has a lexical text, as most do)
+        return sims.tolist()  # type: ignore[no-any-return]
+    for i, sim in zip(present, sims.tolist(), strict=True):
+        out[i] = sim
+    return out
+
+
+def lexical_similarities_of_runs(
+    query_features: frozenset[str], flat: np.ndarray, lengths: np.ndarray, vocabulary: np.ndarray
+) -> np.ndarray | None:
+    """`lexical_similarities_of_keys` of texts that all have a lexical text, given as
+    their runs of positions in `vocabulary` end to end (`flat`, each `lengths` long);
+    None when the query has no words."""
+    if not query_features or not len(lengths):
+        return None
+    return _similarities(query_features, flat, lengths, vocabulary)
+
+
+def _similarities(
+    query_features: frozenset[str], flat: np.ndarray, lengths: np.ndarray, vocabulary: np.ndarray | None
+) -> np.ndarray:
+    """The similarities of `lexical_similarities_of_keys` for n >= 1 texts given end to
+    end: keys, or positions in `vocabulary`."""
+    if not len(flat):  # no candidate text has a word: nothing in common with any
+        return np.zeros(len(lengths))
     query = feature_keys(query_features)
     if vocabulary is None:
-        weights, q_weights, in_query_flat = _key_weights(flat, query, len(arrays))
+        weights, q_weights, in_query_flat = _key_weights(flat, query, len(lengths))
     else:
-        weights, q_weights, in_query_flat = _position_weights(flat, query, len(arrays), vocabulary)
+        weights, q_weights, in_query_flat = _position_weights(flat, query, len(lengths), vocabulary)
     q_norm = math.sqrt(float(q_weights.sum()))
     # The weights lie on a grid of 2^-36, so these sums are exact (up to ~8,000
     # features a text) and do not depend on the order they are added in: two texts
@@ -137,12 +158,7 @@ def lexical_similarities_of_keys(
     norms = _text_sums(weights, lengths)
     shared = _text_sums(np.where(in_query_flat, weights, 0.0), lengths)
     with np.errstate(invalid="ignore", divide="ignore"):
-        sims = np.where(norms > 0, shared / (q_norm * np.sqrt(norms)), 0.0)
-    if len(present) == len(docs):  # (every candidate has a lexical text, as most do)
-        return sims.tolist()  # type: ignore[no-any-return]
-    for i, sim in zip(present, sims.tolist(), strict=True):
-        out[i] = sim
-    return out
+        return np.where(norms > 0, shared / (q_norm * np.sqrt(norms)), 0.0)  # type: ignore[no-any-return]
 
 
 def _text_sums(values: np.ndarray, lengths: np.ndarray) -> np.ndarray:

@@ -9,6 +9,7 @@ routes (service/retrieval/log.py).
 from __future__ import annotations
 
 import dataclasses
+import math
 import threading
 import time
 import uuid
@@ -30,6 +31,7 @@ from service.limits.checks import LimitChecker
 from service.namespaces.service import NamespaceService
 from service.retrieval import holdout, ranking
 from service.retrieval import repository as repo
+from service.retrieval.batch_rows import BatchRows
 from service.retrieval.candidates import CandidateSearch, Hits, Query
 from service.retrieval.consistency import wait_for
 from service.retrieval.credit import credit_retrieval
@@ -90,80 +92,13 @@ class _View:
 class _Prefetched:
     rows: dict[repo.CandidateFilters, dict[int, repo.CandidateRow]]  # by row filters, then pk
     citations: dict[int, list[repo.Citation]]
-    # request filters -> pk -> whether the row passes them (`_admits`): the steps of
-    # one episode ask with equal filters for mostly the same rows
-    admitted: dict[repo.CandidateFilters, dict[int, bool]] = dataclasses.field(default_factory=dict)
-    # vector field -> (pk -> row of the matrix, every prefetched row's vector of that field)
-    _stacks: dict[str, tuple[dict[int, int], np.ndarray]] = dataclasses.field(default_factory=dict)
-    # every prefetched row's lexical keys as positions in their vocabulary (`lexical_ranks`)
-    _ranks: tuple[np.ndarray, dict[int, np.ndarray]] | None = None
-    _ranked: bool = False
-    # pk -> position, and every prefetched row's ranking inputs at its position (`columns`)
-    _columns: tuple[dict[int, int], np.ndarray, np.ndarray] | None = None
+    _table: BatchRows | None = None
 
-    def columns(self, rows: list[repo.CandidateRow], view: _View) -> tuple[np.ndarray, ...]:
-        """The rows' successes, failures, recency factors, `updated_at` timestamps and
-        pks (the inputs `ranking.scores` takes per row), one column each, gathered
-        from a table of every prefetched row's made once a batch: building them from
-        the rows was a list per column for each of 1,280 requests."""
-        if self._columns is None:
-            every = {pk: r for group in self.rows.values() for pk, r in group.items()}
-            times = [view.row_times(r.updated_at) for r in every.values()]
-            table = np.array(
-                [
-                    [r.successes for r in every.values()],
-                    [r.failures for r in every.values()],
-                    [t[0] for t in times],
-                    [t[1] for t in times],
-                ],
-                dtype=float,
-            ).reshape(4, len(every))
-            self._columns = ({pk: i for i, pk in enumerate(every)}, table, np.array(list(every), dtype=np.int64))
-        positions, table, pks = self._columns
-        at = [positions[r.pk] for r in rows]
-        successes, failures, recency, timestamps = table[:, at]
-        return successes, failures, recency, timestamps, pks[at]
-
-    def vectors(self, rows: list[repo.CandidateRow], field: str) -> np.ndarray:
-        """The rows' `field` vectors as one matrix, gathered from a stack of every
-        prefetched row's built once a batch: stacking ~100 vectors for each of 1,280
-        requests cost more than their matrix product."""
-        if field not in self._stacks:
-            every = {
-                pk: r.vectors[field] for group in self.rows.values() for pk, r in group.items() if field in r.vectors
-            }
-            self._stacks[field] = ({pk: i for i, pk in enumerate(every)}, np.array(list(every.values())))
-        positions, matrix = self._stacks[field]
-        return matrix[[positions[r.pk] for r in rows]]
-
-    def lexical_ranks(self, rows: list[repo.CandidateRow]) -> tuple[np.ndarray, list[np.ndarray | None]] | None:
-        """The vocabulary of every prefetched row's lexical keys and these rows' keys as
-        positions in it (`ranking.feature_ranks`, made once a batch), or None when the
-        vocabulary is too big for them."""
-        if not self._ranked:
-            keyed = {
-                pk: keys
-                for group in self.rows.values()
-                for pk, r in group.items()
-                if (keys := r.lexical_keys()) is not None
-            }
-            made = ranking.feature_ranks(list(keyed.values()))
-            self._ranks = None if made is None else (made[0], dict(zip(keyed, made[1], strict=True)))
-            self._ranked = True
-        if self._ranks is None:
-            return None
-        vocabulary, ranks = self._ranks
-        docs = [ranks.get(r.pk) for r in rows]
-        if any(d is None and r.lexical_keys() is not None for d, r in zip(docs, rows, strict=True)):
-            return None  # a row read after the vocabulary was made: by the keys
-        return vocabulary, docs
-
-    def rows_for(self, filters: repo.CandidateFilters, pks: set[int]) -> list[repo.CandidateRow]:
-        mine = self.rows[filters.without_citations()]
-        rows = [mine[pk] for pk in sorted(pks) if pk in mine]
-        if filters.cites:
-            rows = [r for r in rows if filters.admits(self.citations.get(r.pk, []))]
-        return rows
+    def table(self, view: _View) -> BatchRows:
+        """Every prefetched row as one table of arrays (`BatchRows`), made once a batch."""
+        if self._table is None:
+            self._table = BatchRows.build(self.rows, lambda r: view.row_times(r.updated_at))
+        return self._table
 
 
 @dataclass(frozen=True)
@@ -199,12 +134,13 @@ class _Candidate:
 @dataclass
 class _Scored:
     """A request's candidates scored as arrays (`ranking.scores`); a `_Candidate` is
-    built only for a row that may be served (`candidate`)."""
+    built only for a row that may be served (`candidate`). NaN: no internal or
+    lexical similarity."""
 
     rows: list[repo.CandidateRow]
-    state_sims: list[float]
-    internal_sims: list[float | None]
-    lexical: list[float | None]
+    state_sims: np.ndarray
+    internal_sims: np.ndarray
+    lexical: np.ndarray
     scores: ranking.Scores
     baseline: float
 
@@ -225,10 +161,10 @@ class _Scored:
         row = self.rows[i]
         return _Candidate(
             row,
-            self.state_sims[i],
-            self.internal_sims[i],
+            float(self.state_sims[i]),
+            _or_none(float(self.internal_sims[i])),
             float(self.scores.similarity[i]),
-            self.lexical[i],
+            _or_none(float(self.lexical[i])),
             bool(self.scores.exact[i]),
             float(self.scores.score[i]),
             ranking.utility(row.successes, row.failures, row.uses, self.baseline),
@@ -569,30 +505,19 @@ class RetrievalService:
         split = sql_filters is not filters  # the exclusions are applied per row, by kind, below
         want = self.search.wanted(req)
         fetch = self.search.fetch_size(req)
-        word_sets: dict[str, frozenset[str]] = {}
+        word_sets: dict[bool, frozenset[str]] = {}
 
-        def words(kind: str) -> frozenset[str]:
-            key = "task" if kind in TASK_KEYED else "state"
-            if key not in word_sets:
-                word_sets[key] = ranking.lexical_features(query.text_for(kind) or "")
-            return word_sets[key]
+        def words(task_keyed: bool) -> frozenset[str]:
+            if task_keyed not in word_sets:
+                word_sets[task_keyed] = ranking.lexical_features(query.texts.get("task" if task_keyed else "state", ""))
+            return word_sets[task_keyed]
 
         pks, exhausted = first_hits
         while True:
-            stacked = prefetched
             if prefetched is not None:  # the first round, fetched with the other requests'
-                rows = prefetched.rows_for(sql_filters, pks)
-                if split:
-                    seen = prefetched.admitted.setdefault(filters, {})
-                    citations = prefetched.citations
-                    kept = []
-                    for r in rows:
-                        ok = seen.get(r.pk)
-                        if ok is None:
-                            ok = seen[r.pk] = _admits(filters, sql_filters, r, citations.get(r.pk, []), partial_kinds)
-                        if ok:
-                            kept.append(r)
-                    rows = kept
+                scored = self._score_batch_rows(
+                    prefetched, view, filters, sql_filters, pks, query, baseline, words, partial_kinds
+                )
                 prefetched = None
             else:
                 asked = read_rows.asked if read_rows is not None else frozenset()
@@ -606,8 +531,8 @@ class RetrievalService:
                     if split:
                         cites = repo.list_citations(session, ns, [r.pk for r in rows], snapshot_pk)
                         rows = [r for r in rows if _admits(filters, sql_filters, r, cites.get(r.pk, []), partial_kinds)]
-            rows = [r for r in rows if "state" in r.vectors and query.for_kind(r.kind) is not None]
-            scored = self._score(rows, query, view, baseline, words, stacked)
+                rows = [r for r in rows if "state" in r.vectors and query.for_kind(r.kind) is not None]
+                scored = self._score(rows, query, view, baseline, words)
             if req.min_score is not None:
                 scored = scored.keeping(scored.score >= req.min_score)
             # Filters can remove most of what the index returned: look deeper until
@@ -624,53 +549,86 @@ class RetrievalService:
         query: Query,
         view: _View,
         baseline: float,
-        words: Callable[[str], frozenset[str]],
-        stacked: _Prefetched | None,
+        words: Callable[[bool], frozenset[str]],
     ) -> _Scored:
         settings = view.settings.ranking
         lexical_weight = settings.lexical_weight
-        lexical = RetrievalService._lexical(rows, words, stacked) if lexical_weight else [None] * len(rows)
-        state_sims, internal_sims = _cosines(rows, query, stacked)
-        if stacked is not None:
-            successes, failures, recency, timestamps, pks = stacked.columns(rows, view)
-        else:
-            times = [view.row_times(r.updated_at) for r in rows]
-            successes = np.array([r.successes for r in rows], dtype=float)
-            failures = np.array([r.failures for r in rows], dtype=float)
-            recency = np.array([t[0] for t in times], dtype=float)
-            timestamps = np.array([t[1] for t in times], dtype=float)
-            pks = np.array([r.pk for r in rows], dtype=np.int64)
+        lexical = RetrievalService._lexical(rows, words) if lexical_weight else [None] * len(rows)
+        state_sims, internal_sims = _cosines(rows, query)
+        times = [view.row_times(r.updated_at) for r in rows]
+        states = np.array(state_sims, dtype=float)
+        internals = np.array(internal_sims, dtype=float)  # None -> NaN
+        lexicals = np.array(lexical, dtype=float)
         scored = ranking.scores(
-            np.array(state_sims, dtype=float),
-            np.array(internal_sims, dtype=float),  # None -> NaN
-            np.array(lexical, dtype=float),
+            states,
+            internals,
+            lexicals,
             np.array([query.is_exact(r) for r in rows], dtype=bool),
-            successes,
-            failures,
-            recency,
-            timestamps,
-            pks,
+            np.array([r.successes for r in rows], dtype=float),
+            np.array([r.failures for r in rows], dtype=float),
+            np.array([t[0] for t in times], dtype=float),
+            np.array([t[1] for t in times], dtype=float),
+            np.array([r.pk for r in rows], dtype=np.int64),
             baseline,
             settings,
             float(lexical_weight),
         )
-        return _Scored(rows, state_sims, internal_sims, lexical, scored, baseline)
+        return _Scored(rows, states, internals, lexicals, scored, baseline)
 
     @staticmethod
-    def _lexical(
-        rows: list[repo.CandidateRow], words: Callable[[str], frozenset[str]], stacked: _Prefetched | None = None
-    ) -> list[float | None]:
-        """Lexical similarities, state-keyed and task-keyed candidates each among their
-        own; a batch's rows (`stacked`) by their keys' positions in its vocabulary."""
+    def _score_batch_rows(
+        prefetched: _Prefetched,
+        view: _View,
+        filters: repo.CandidateFilters,
+        sql_filters: repo.CandidateFilters,
+        pks: set[int],
+        query: Query,
+        baseline: float,
+        words: Callable[[bool], frozenset[str]],
+        partial_kinds: frozenset[str],
+    ) -> _Scored:
+        """`_score` of a batch request's first round: its rows found in the batch's table
+        (`BatchRows`), the citation filters decided once per row and filters, the
+        ranking inputs gathered from the table's columns."""
+        table = prefetched.table(view)
+        citations = prefetched.citations
+        at = table.positions(sql_filters.without_citations(), pks)
+        if sql_filters.cites:
+            at = table.admitted_among(
+                at, (sql_filters, sql_filters), lambda r: sql_filters.admits(citations.get(r.pk, []))
+            )
+        if sql_filters is not filters:  # the exclusions, applied per row by kind
+            at = table.admitted_among(
+                at,
+                (filters, sql_filters),
+                lambda r: _admits(filters, sql_filters, r, citations.get(r.pk, []), partial_kinds),
+            )
+        settings = view.settings.ranking
+        g = table.gather(at, query, words, settings.lexical_weight)
+        scored = ranking.scores(
+            g.state,
+            g.internal,
+            g.lexical,
+            g.exact,
+            g.successes,
+            g.failures,
+            g.recency,
+            g.timestamps,
+            g.pks,
+            baseline,
+            settings,
+            float(settings.lexical_weight),
+        )
+        rows = [table.rows[i] for i in g.at.tolist()]
+        return _Scored(rows, g.state, g.internal, g.lexical, scored, baseline)
+
+    @staticmethod
+    def _lexical(rows: list[repo.CandidateRow], words: Callable[[bool], frozenset[str]]) -> list[float | None]:
+        """Lexical similarities, state-keyed and task-keyed candidates each among their own."""
         out: list[float | None] = [None] * len(rows)
-        ranked = stacked.lexical_ranks(rows) if stacked is not None else None
         for idx in _keyed_groups(rows):
-            query = words(rows[idx[0]].kind)
-            if ranked is None:
-                sims = ranking.lexical_similarities_of_keys(query, [rows[i].lexical_keys() for i in idx])
-            else:
-                vocabulary, docs = ranked
-                sims = ranking.lexical_similarities_of_keys(query, [docs[i] for i in idx], vocabulary)
+            query = words(rows[idx[0]].kind in TASK_KEYED)
+            sims = ranking.lexical_similarities_of_keys(query, [rows[i].lexical_keys() for i in idx])
             for i, sim in zip(idx, sims, strict=True):
                 out[i] = sim
         return out
@@ -793,17 +751,16 @@ def _keyed_groups(rows: list[repo.CandidateRow]) -> list[list[int]]:
     return [g for g in groups if g]
 
 
-def _cosines(
-    rows: list[repo.CandidateRow], query: Query, stacked: _Prefetched | None
-) -> tuple[list[float], list[float | None]]:
+def _or_none(x: float) -> float | None:
+    return None if math.isnan(x) else x
+
+
+def _cosines(rows: list[repo.CandidateRow], query: Query) -> tuple[list[float], list[float | None]]:
     """Per row, the cosine of its state vector with the query's (the task's, for
     task-keyed kinds) and of its internal-state vector with the query's (None when
-    either has none): one matrix product per query vector, not a product per row.
-    The rows' vectors come from `stacked` when they were prefetched for a batch."""
+    either has none): one matrix product per query vector, not a product per row."""
 
     def vectors(chosen: list[repo.CandidateRow], field: str) -> np.ndarray:
-        if stacked is not None:
-            return stacked.vectors(chosen, field)
         # np.array of the row vectors: ~3x faster than np.vstack for ~100 of them
         return np.array([r.vectors[field] for r in chosen])
 

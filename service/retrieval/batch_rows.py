@@ -23,9 +23,9 @@ from service.retrieval.candidates import Query
 
 @dataclass(frozen=True)
 class Gathered:
-    """One request's candidates (positions in the table, ascending pk) and the
-    per-candidate inputs of `ranking.scores`; NaN where an internal or lexical
-    similarity is missing."""
+    """One request's candidates (`at`: their positions in the table, ascending pk;
+    the per-row path's own rows: 0..n-1) and the per-candidate inputs of
+    `ranking.scores`; NaN where an internal or lexical similarity is missing."""
 
     at: np.ndarray
     state: np.ndarray

@@ -25,13 +25,13 @@ from domain.consistency import parse_token
 from domain.errors import InvalidInput
 from domain.hashing import task_hash
 from domain.reflections import TASK_KEYED
-from domain.settings import NamespaceSettings, ranking_settings
+from domain.settings import NamespaceSettings, RankingSettings, ranking_settings
 from service.auth import Permission, Principal
 from service.limits.checks import LimitChecker
 from service.namespaces.service import NamespaceService
 from service.retrieval import holdout, ranking
 from service.retrieval import repository as repo
-from service.retrieval.batch_rows import BatchRows
+from service.retrieval.batch_rows import BatchRows, Gathered
 from service.retrieval.candidates import CandidateSearch, Hits, Query
 from service.retrieval.consistency import wait_for
 from service.retrieval.credit import credit_retrieval
@@ -556,24 +556,23 @@ class RetrievalService:
         lexical = RetrievalService._lexical(rows, words) if lexical_weight else [None] * len(rows)
         state_sims, internal_sims = _cosines(rows, query)
         times = [view.row_times(r.updated_at) for r in rows]
-        states = np.array(state_sims, dtype=float)
-        internals = np.array(internal_sims, dtype=float)  # None -> NaN
-        lexicals = np.array(lexical, dtype=float)
-        scored = ranking.scores(
-            states,
-            internals,
-            lexicals,
-            np.array([query.is_exact(r) for r in rows], dtype=bool),
-            np.array([r.successes for r in rows], dtype=float),
-            np.array([r.failures for r in rows], dtype=float),
-            np.array([t[0] for t in times], dtype=float),
-            np.array([t[1] for t in times], dtype=float),
-            np.array([r.pk for r in rows], dtype=np.int64),
+        return _ranked(
+            rows,
+            Gathered(
+                np.arange(len(rows)),
+                np.array(state_sims, dtype=float),
+                np.array(internal_sims, dtype=float),  # None -> NaN
+                np.array(lexical, dtype=float),
+                np.array([query.is_exact(r) for r in rows], dtype=bool),
+                np.array([r.successes for r in rows], dtype=float),
+                np.array([r.failures for r in rows], dtype=float),
+                np.array([t[0] for t in times], dtype=float),
+                np.array([t[1] for t in times], dtype=float),
+                np.array([r.pk for r in rows], dtype=np.int64),
+            ),
             baseline,
             settings,
-            float(lexical_weight),
         )
-        return _Scored(rows, states, internals, lexicals, scored, baseline)
 
     @staticmethod
     def _score_batch_rows(
@@ -604,23 +603,8 @@ class RetrievalService:
                 lambda r: _admits(filters, sql_filters, r, citations.get(r.pk, []), partial_kinds),
             )
         settings = view.settings.ranking
-        g = table.gather(at, query, words, settings.lexical_weight)
-        scored = ranking.scores(
-            g.state,
-            g.internal,
-            g.lexical,
-            g.exact,
-            g.successes,
-            g.failures,
-            g.recency,
-            g.timestamps,
-            g.pks,
-            baseline,
-            settings,
-            float(settings.lexical_weight),
-        )
-        rows = [table.rows[i] for i in g.at.tolist()]
-        return _Scored(rows, g.state, g.internal, g.lexical, scored, baseline)
+        gathered = table.gather(at, query, words, settings.lexical_weight)
+        return _ranked([table.rows[i] for i in gathered.at.tolist()], gathered, baseline, settings)
 
     @staticmethod
     def _lexical(rows: list[repo.CandidateRow], words: Callable[[bool], frozenset[str]]) -> list[float | None]:
@@ -749,6 +733,25 @@ def _keyed_groups(rows: list[repo.CandidateRow]) -> list[list[int]]:
     for i, r in enumerate(rows):
         groups[r.kind in TASK_KEYED].append(i)
     return [g for g in groups if g]
+
+
+def _ranked(rows: list[repo.CandidateRow], g: Gathered, baseline: float, settings: RankingSettings) -> _Scored:
+    """The rows (`g.at` of them, in order) scored and ordered by `ranking.scores`."""
+    scored = ranking.scores(
+        g.state,
+        g.internal,
+        g.lexical,
+        g.exact,
+        g.successes,
+        g.failures,
+        g.recency,
+        g.timestamps,
+        g.pks,
+        baseline,
+        settings,
+        float(settings.lexical_weight),
+    )
+    return _Scored(rows, g.state, g.internal, g.lexical, scored, baseline)
 
 
 def _or_none(x: float) -> float | None:

@@ -17,9 +17,8 @@ from service.auth import Principal
 from service.retrieval import service as retrieval_service
 from service.retrieval.schemas import RetrieveRequest
 from store.models import utcnow
-from tests.factories import step
-from tests.fixtures import create_namespace, drain, post_trajectory
-from tests.service.retrieval.test_retrieve_batch import REQUESTS, ROOMS
+from tests.fixtures import drain, post_trajectory
+from tests.service.retrieval.test_retrieve_batch import REQUESTS, ROOMS, seed
 
 ADMIN = Principal(key_id="k", role="admin", namespaces=frozenset({"*"}))
 TASKED: list[dict[str, Any]] = [
@@ -37,14 +36,7 @@ TASKED: list[dict[str, Any]] = [
 
 @pytest.fixture
 def api(client: TestClient) -> TestClient:
-    create_namespace(client, "b")
-    steps = [
-        step(room, f"look {i}", internal_state="find the trunk" if i == 3 else None) for i, room in enumerate(ROOMS)
-    ]
-    post_trajectory(client, "b", "t1", task="chores", environment="house", agent="bot", steps=steps, success=True)
-    post_trajectory(
-        client, "b", "t2", task="errands", environment="yard", policy_version="p2", steps=steps[:2], success=False
-    )
+    steps = seed(client)
     post_trajectory(client, "b", "t3", task="chores", steps=list(reversed(steps)), success=False)
     drain(client)
     return client

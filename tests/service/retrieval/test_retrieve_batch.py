@@ -36,8 +36,8 @@ REQUESTS: list[dict[str, Any]] = [
 ]
 
 
-@pytest.fixture
-def api(client: TestClient) -> TestClient:
+def seed(client: TestClient) -> list[dict[str, Any]]:
+    """Namespace b: t1 and t2 over the rooms, reflected; returns the rooms' steps."""
     create_namespace(client, "b")
     steps = [
         step(room, f"look {i}", internal_state="find the trunk" if i == 3 else None) for i, room in enumerate(ROOMS)
@@ -47,6 +47,12 @@ def api(client: TestClient) -> TestClient:
         client, "b", "t2", task="errands", environment="yard", policy_version="p2", steps=steps[:2], success=False
     )
     drain(client)
+    return steps
+
+
+@pytest.fixture
+def api(client: TestClient) -> TestClient:
+    seed(client)
     return client
 
 

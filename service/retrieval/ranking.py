@@ -195,9 +195,9 @@ def _position_weights(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """`_key_weights` for texts given as positions in `vocabulary`: the document
     frequencies counted by position (`bincount`, no sort), the idf of each count made
-    once (a text counts a feature once, so a count is at most n)."""
+    once (a text's keys are distinct, so a count is at most n)."""
     df = np.bincount(flat)
-    by_count = _idf(np.arange(n + 1), n)
+    by_count = _idf(np.arange(max(n, int(df.max())) + 1), n)  # (the max: were a text's keys not distinct)
     at = np.minimum(np.searchsorted(vocabulary, query), len(vocabulary) - 1)
     at = at[(vocabulary[at] == query) & (at < len(df))]  # the query's features some text has
     q_df = np.zeros(len(query), dtype=np.intp)

@@ -177,11 +177,11 @@ class BatchRows:
 
     def _lexical(self, at: np.ndarray, query: frozenset[str]) -> np.ndarray:
         """The lexical similarities of the rows at `at` among themselves (NaN: no text)."""
-        out = np.full(len(at), np.nan)
         lex = self.lexical
         if lex is None:
             sims = ranking.lexical_similarities_of_keys(query, [self.rows[i].lexical_keys() for i in at.tolist()])
             return np.array(sims, dtype=float)
+        out = np.full(len(at), np.nan)
         present = np.flatnonzero(lex.present[at])
         if not len(present):
             return out
@@ -189,7 +189,7 @@ class BatchRows:
         lengths = lex.lengths[rows]
         # each row's run of the flat ranks, gathered end to end without a Python loop
         ends = np.cumsum(lengths)
-        index = np.arange(ends[-1] if len(ends) else 0) + np.repeat(lex.starts[rows] - (ends - lengths), lengths)
+        index = np.arange(ends[-1]) + np.repeat(lex.starts[rows] - (ends - lengths), lengths)
         sims = ranking.lexical_similarities_of_runs(query, lex.flat[index], lengths, lex.vocabulary)
         if sims is not None:
             out[present] = sims

@@ -222,8 +222,9 @@ MAX_RANKED_FEATURES = 1 << 16  # a batch vocabulary's positions fit uint16 (what
 
 def feature_ranks(docs: list[np.ndarray]) -> tuple[np.ndarray, list[np.ndarray]] | None:
     """The sorted distinct keys of the docs' feature keys and each doc's keys as
-    positions in them (uint16, in the same order), for `lexical_similarities_of_keys`;
-    None past MAX_RANKED_FEATURES distinct keys."""
+    positions in them (uint16, in the same order), for `lexical_similarities_of_runs`
+    (a batch's table, service/retrieval/batch_rows.py) or `lexical_similarities_of_keys`
+    with the vocabulary; None past MAX_RANKED_FEATURES distinct keys."""
     vocabulary = np.unique(np.concatenate(docs)) if docs else np.empty(0, dtype=np.uint64)
     if len(vocabulary) > MAX_RANKED_FEATURES:
         return None
